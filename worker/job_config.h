@@ -1,0 +1,123 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/synthetic_task.h"
+#include "model/deepnet_config.h"
+
+namespace deepnet::worker {
+
+/// Where training text comes from and how it is batched.
+struct DataConfig {
+  // "synthetic" (generated multilingual task, see data/synthetic_task.h) or "tsv".
+  std::string source = "synthetic";
+  data::SyntheticTaskOptions synthetic;
+  // TSV training file (source: tsv); lines `src<TAB>tgt` or `sl<TAB>tl<TAB>src<TAB>tgt`.
+  std::string train_path;
+  // TSV validation file; empty means hold out `valid_fraction` of the training pairs.
+  std::string valid_path;
+  // Languages of two-column TSV lines.
+  std::string src_lang = "en";
+  std::string tgt_lang = "xx";
+  // Fraction of training pairs held out for validation when valid_path is empty, in [0, 0.5].
+  double valid_fraction = 0.02;
+  // Tokenizer kind; "byte" (UTF-8 bytes + language tags) until SentencePiece lands.
+  std::string tokenizer = "byte";
+  // Padded tokens per batch (see data::TokenBatcherOptions::max_tokens).
+  int64_t max_tokens = 4096;
+  // Sentences per batch; 0 means bounded by max_tokens only.
+  int64_t max_sentences = 0;
+  // Longest example in tokens (tag and EOS included); longer pairs are dropped. 0: no limit.
+  int64_t max_len = 256;
+};
+
+struct OptimConfig {
+  // Peak learning rate reached at the end of warm-up.
+  double lr = 5e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.98;
+  double eps = 1e-8;
+  // Decoupled weight decay (AdamW); 0 disables.
+  double weight_decay = 0.0;
+  // Linear warm-up steps from warmup_init_lr to lr, then lr * sqrt(warmup / step).
+  int64_t warmup_steps = 4000;
+  double warmup_init_lr = 1e-7;
+  // Global gradient-norm clip; 0 disables.
+  double clip_norm = 0.0;
+  // Batches whose gradients are summed before one optimiser step.
+  int64_t accum_steps = 1;
+  // Label smoothing epsilon of the cross-entropy, in [0, 1).
+  double label_smoothing = 0.1;
+};
+
+struct TrainConfig {
+  // Optimiser steps to run in total (a resumed run continues to this step).
+  int64_t max_steps = 1000;
+  // Wall-clock budget in minutes for this invocation; 0 means none. When it runs out the
+  // trainer checkpoints and stops.
+  double max_minutes = 0.0;
+  // Seeds parameters, dropout and data order.
+  uint64_t seed = 1;
+  // Print progress every k steps.
+  int64_t log_every = 10;
+  // Measure the model-update norm ||F(x, theta_i) - F(x, theta_0)|| every K steps; 0 disables.
+  int64_t probe_every = 100;
+  // Sentences in the fixed probe batch.
+  int64_t probe_sentences = 8;
+  // Validation loss every k steps (and at the end); 0 disables.
+  int64_t valid_every = 0;
+};
+
+struct CheckpointConfig {
+  // Folder for checkpoints; empty disables checkpointing.
+  std::string dir;
+  // Save every k steps (and at the end); 0 means only at the end.
+  int64_t every_steps = 500;
+  // Completed checkpoints to keep; 0 keeps all.
+  int64_t keep_last = 3;
+  // Resume from the latest good checkpoint in `dir` when there is one.
+  bool resume = true;
+};
+
+struct RuntimeConfig {
+  // OpenBLAS threads; 0 means one per core.
+  int64_t blas_threads = 0;
+  // LibTorch intra-op threads; measured 3-10x slower here when both pools oversubscribe cores.
+  int64_t intra_op_threads = 1;
+  // "cpu" or "cuda" (cuda:N).
+  std::string device = "cpu";
+};
+
+/// A training job: one YAML schema shared by `deepnet train --config` and (later) the
+/// coordinator's job spec. Every field has a default; see docs/CONFIG.md.
+struct JobConfig {
+  std::string name = "deepnet";
+  // vocab_size 0 means "take the tokenizer's vocabulary size".
+  model::DeepNetConfig model = model::DeepNetConfig().vocab_size(0);
+  DataConfig data;
+  OptimConfig optim;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  RuntimeConfig runtime;
+};
+
+/// Parses YAML text into a JobConfig. `overrides` are `dotted.key=value` strings applied on
+/// top of the text (value parsed as YAML), e.g. "train.max_steps=10". Every problem is
+/// reported at once, one per line, each naming the key path and the allowed values, e.g.
+///   "optim.lr: must be > 0 (got -1)", "model.nrom: unknown key (allowed: encoder_layers, ...)".
+/// `source_name` prefixes the error (usually the file path).
+absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
+                                         const std::vector<std::string>& overrides = {},
+                                         const std::string& source_name = "<config>");
+
+/// Reads and parses a YAML file; an unreadable file is an error naming the path.
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides = {});
+
+/// The effective configuration as YAML, every field present; ParseJobConfig(Dump(c)) == c.
+std::string DumpJobConfig(const JobConfig& config);
+
+}  // namespace deepnet::worker
