@@ -1,0 +1,55 @@
+#pragma once
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+namespace deepnet::model {
+
+struct AttentionOptions {
+  AttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, heads);
+  // Dropout on attention probabilities.
+  TORCH_ARG(double, dropout) = 0.0;
+  // Pre-LN DeepNet (§IV-A): LN on the attention output before the output projection.
+  TORCH_ARG(bool, sub_layer_norm) = false;
+  TORCH_ARG(double, layer_norm_eps) = 1e-5;
+};
+
+/// Keys and values of earlier steps ([batch, heads, length, head_dim]) for incremental
+/// decoding. For cross-attention they are computed once from the encoder output.
+struct AttentionCache {
+  torch::Tensor key;
+  torch::Tensor value;
+  // Keeps rows `index` (beam search reordering).
+  void Reorder(const torch::Tensor& index);
+};
+
+/// Multi-head scaled dot-product attention with separate q/k/v/out projections.
+/// Example: MultiheadAttention attn(AttentionOptions(512, 8).dropout(0.1));
+class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImpl> {
+ public:
+  explicit MultiheadAttentionImpl(const AttentionOptions& options);
+  void reset() override;
+
+  /// query [B, T, D]; memory [B, S, D] (pass `query` for self-attention);
+  /// key_padding_mask [B, S] bool, true at padding (may be undefined); `causal` masks keys
+  /// after each query position (positions count from the cache's length).
+  /// With `cache`: self-attention appends this call's keys/values to it; cross-attention
+  /// (`static_kv`) computes them from `memory` on the first call and reuses them afterwards.
+  torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& memory,
+                        const torch::Tensor& key_padding_mask, bool causal,
+                        AttentionCache* cache = nullptr, bool static_kv = false);
+
+  AttentionOptions options;
+  torch::nn::Linear q_proj{nullptr};
+  torch::nn::Linear k_proj{nullptr};
+  torch::nn::Linear v_proj{nullptr};
+  torch::nn::Linear out_proj{nullptr};
+  torch::nn::LayerNorm inner_attn_ln{nullptr};  // Only with sub_layer_norm.
+};
+TORCH_MODULE(MultiheadAttention);
+
+}  // namespace deepnet::model

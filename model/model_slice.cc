@@ -1,0 +1,39 @@
+#include "model/model_slice.h"
+
+#include <c10/util/Exception.h>
+
+namespace deepnet::model {
+
+ModelSlice ModelSlice::Full(const DeepNetConfig& c) {
+  ModelSlice s;
+  s.encoder = {0, c.encoder_layers()};
+  s.decoder = {0, c.decoder_layers()};
+  return s;
+}
+
+bool ModelSlice::is_full(const DeepNetConfig& c) const {
+  return encoder.begin == 0 && encoder.end == c.encoder_layers() && decoder.begin == 0 &&
+         decoder.end == c.decoder_layers();
+}
+
+std::string ModelSlice::ToString() const {
+  return "encoder[" + std::to_string(encoder.begin) + "," + std::to_string(encoder.end) +
+         ") decoder[" + std::to_string(decoder.begin) + "," + std::to_string(decoder.end) + ")";
+}
+
+void Validate(const ModelSlice& s, const DeepNetConfig& c) {
+  TORCH_CHECK(s.encoder.begin >= 0 && s.encoder.end <= c.encoder_layers() &&
+                  s.encoder.begin <= s.encoder.end,
+              "slice ", s.ToString(), ": encoder range outside [0, ", c.encoder_layers(), ")");
+  TORCH_CHECK(s.decoder.begin >= 0 && s.decoder.end <= c.decoder_layers() &&
+                  s.decoder.begin <= s.decoder.end,
+              "slice ", s.ToString(), ": decoder range outside [0, ", c.decoder_layers(), ")");
+  TORCH_CHECK(!s.encoder.empty() || !s.decoder.empty(), "slice ", s.ToString(), " is empty");
+  if (!s.encoder.empty() && !s.decoder.empty()) {
+    TORCH_CHECK(s.encoder.end == c.encoder_layers() && s.decoder.begin == 0, "slice ",
+                s.ToString(), " is not contiguous: a slice holding encoder and decoder layers ",
+                "must hold the encoder's tail and the decoder's head");
+  }
+}
+
+}  // namespace deepnet::model

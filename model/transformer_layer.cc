@@ -1,0 +1,152 @@
+#include "model/transformer_layer.h"
+
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/dropout.h>
+
+namespace deepnet::model {
+namespace {
+
+torch::Tensor Dropout(const torch::Tensor& x, double p, bool training) {
+  if (p <= 0.0 || !training) return x;
+  return torch::nn::functional::dropout(
+      x, torch::nn::functional::DropoutFuncOptions().p(p).training(true));
+}
+
+torch::nn::LayerNorm MakeLayerNorm(int64_t dim, double eps) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(eps));
+}
+
+AttentionOptions AttentionFor(const TransformerLayerOptions& o) {
+  return AttentionOptions(o.d_model(), o.heads())
+      .dropout(o.attention_dropout())
+      .sub_layer_norm(o.sub_layer_norm())
+      .layer_norm_eps(o.layer_norm_eps());
+}
+
+// Registers fc1, fc2 and (with sub-LNs) ffn_layernorm on `m`.
+template <typename M>
+void RegisterFeedForward(M& m, const TransformerLayerOptions& o) {
+  m.fc1 = m.register_module("fc1", torch::nn::Linear(o.d_model(), o.ffn_dim()));
+  m.fc2 = m.register_module("fc2", torch::nn::Linear(o.ffn_dim(), o.d_model()));
+  if (o.sub_layer_norm()) {
+    m.ffn_layernorm =
+        m.register_module("ffn_layernorm", MakeLayerNorm(o.ffn_dim(), o.layer_norm_eps()));
+  }
+}
+
+}  // namespace
+
+TransformerLayerOptions LayerOptionsFor(const DeepNetConfig& c, double residual_alpha,
+                                        bool cross_attention) {
+  const bool pre = c.norm() == NormVariant::kPreLn || c.norm() == NormVariant::kDeepNormPreLn;
+  return TransformerLayerOptions(c.d_model(), c.heads(), c.ffn_dim())
+      .dropout(c.dropout())
+      .attention_dropout(c.attention_dropout())
+      .activation_dropout(c.activation_dropout())
+      .activation(c.activation())
+      .residual_alpha(residual_alpha)
+      .pre_norm(pre)
+      .sub_layer_norm(c.norm() == NormVariant::kDeepNormPreLn)
+      .cross_attention(cross_attention)
+      .layer_norm_eps(c.layer_norm_eps());
+}
+
+template <typename Sublayer>
+torch::Tensor TransformerLayerBase::Residual(const torch::Tensor& x, torch::nn::LayerNorm& norm,
+                                             Sublayer&& g, bool training) const {
+  const auto& o = layer_options_;
+  if (o.pre_norm()) return x + Dropout(g(norm(x)), o.dropout(), training);
+  // DeepNorm, arXiv:2203.00555 §III-A: x_{l+1} = LN(alpha * x_l + G_l(x_l)).
+  torch::Tensor branch = Dropout(g(x), o.dropout(), training);
+  if (o.residual_alpha() == 1.0) return norm(x + branch);
+  return norm(torch::add(branch, x, o.residual_alpha()));
+}
+
+torch::Tensor TransformerLayerBase::FeedForward(const torch::Tensor& x, torch::nn::Linear& fc1,
+                                                torch::nn::Linear& fc2,
+                                                torch::nn::LayerNorm& ffn_layernorm,
+                                                bool training) const {
+  const auto& o = layer_options_;
+  torch::Tensor h = fc1(x);
+  h = o.activation() == Activation::kRelu ? torch::relu(h) : torch::gelu(h);
+  h = Dropout(h, o.activation_dropout(), training);
+  if (ffn_layernorm) h = ffn_layernorm(h);
+  return fc2(h);
+}
+
+EncoderLayerImpl::EncoderLayerImpl(const TransformerLayerOptions& options)
+    : TransformerLayerBase(options), options(options) {
+  reset();
+}
+
+void EncoderLayerImpl::reset() {
+  layer_options_ = options;
+  const auto& o = options;
+  self_attn = register_module("self_attn", MultiheadAttention(AttentionFor(o)));
+  self_attn_layer_norm =
+      register_module("self_attn_layer_norm", MakeLayerNorm(o.d_model(), o.layer_norm_eps()));
+  RegisterFeedForward(*this, o);
+  final_layer_norm =
+      register_module("final_layer_norm", MakeLayerNorm(o.d_model(), o.layer_norm_eps()));
+}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& padding_mask) {
+  const bool train = is_training();
+  torch::Tensor h = Residual(
+      x, self_attn_layer_norm,
+      [&](const torch::Tensor& in) { return self_attn(in, in, padding_mask, false); }, train);
+  return Residual(
+      h, final_layer_norm,
+      [&](const torch::Tensor& in) { return FeedForward(in, fc1, fc2, ffn_layernorm, train); },
+      train);
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& options)
+    : TransformerLayerBase(options), options(options) {
+  reset();
+}
+
+void DecoderLayerImpl::reset() {
+  layer_options_ = options;
+  const auto& o = options;
+  self_attn = register_module("self_attn", MultiheadAttention(AttentionFor(o)));
+  self_attn_layer_norm =
+      register_module("self_attn_layer_norm", MakeLayerNorm(o.d_model(), o.layer_norm_eps()));
+  if (o.cross_attention()) {
+    encoder_attn = register_module("encoder_attn", MultiheadAttention(AttentionFor(o)));
+    encoder_attn_layer_norm =
+        register_module("encoder_attn_layer_norm", MakeLayerNorm(o.d_model(), o.layer_norm_eps()));
+  }
+  RegisterFeedForward(*this, o);
+  final_layer_norm =
+      register_module("final_layer_norm", MakeLayerNorm(o.d_model(), o.layer_norm_eps()));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& encoder_out,
+                                        const torch::Tensor& encoder_padding_mask,
+                                        DecoderLayerCache* cache) {
+  const bool train = is_training();
+  torch::Tensor h = Residual(
+      x, self_attn_layer_norm,
+      [&](const torch::Tensor& in) {
+        return self_attn(in, in, torch::Tensor(), /*causal=*/true,
+                         cache ? &cache->self_attn : nullptr);
+      },
+      train);
+  if (encoder_attn) {
+    TORCH_CHECK(encoder_out.defined(), "decoder layer with cross-attention needs encoder_out");
+    h = Residual(
+        h, encoder_attn_layer_norm,
+        [&](const torch::Tensor& in) {
+          return encoder_attn(in, encoder_out, encoder_padding_mask, false,
+                              cache ? &cache->encoder_attn : nullptr, /*static_kv=*/true);
+        },
+        train);
+  }
+  return Residual(
+      h, final_layer_norm,
+      [&](const torch::Tensor& in) { return FeedForward(in, fc1, fc2, ffn_layernorm, train); },
+      train);
+}
+
+}  // namespace deepnet::model
