@@ -34,10 +34,12 @@ struct TokenBatcherOptions {
 /// Not thread-safe: owned by the training loop.
 class TokenBatcher {
  public:
+  // `examples` must be non-null; it is read only here, when the batches are formed.
   TokenBatcher(const std::vector<TokenizedExample>* examples, const TokenBatcherOptions& options);
 
-  // Example indices of the batch at the cursor; advances the cursor (wrapping to the next
-  // epoch). Never empty when the corpus is non-empty.
+  // Example indices of the batch at the cursor; advances the cursor (after an epoch's last
+  // batch it reads {epoch + 1, 0}). Never empty when the corpus is non-empty; for an empty
+  // corpus (batches_per_epoch() == 0) returns an empty vector and leaves the cursor as is.
   std::vector<int64_t> Next();
 
   const BatchCursor& cursor() const { return cursor_; }
