@@ -1,0 +1,452 @@
+#include "worker/job_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "worker/yaml_reader.h"
+
+namespace deepnet::worker {
+namespace {
+
+void ReadModel(YamlMapReader r, model::DeepNetConfig* m) {
+  r.Int("encoder_layers", &m->encoder_layers());
+  r.Int("decoder_layers", &m->decoder_layers());
+  r.Int("d_model", &m->d_model());
+  r.Int("heads", &m->heads());
+  r.Int("ffn_dim", &m->ffn_dim());
+  r.Int("vocab_size", &m->vocab_size());
+  r.Forbid("pad_id", "not user-settable (the padding id comes from the tokenizer)");
+  r.Double("dropout", &m->dropout());
+  r.Double("attention_dropout", &m->attention_dropout());
+  r.Double("activation_dropout", &m->activation_dropout());
+  r.Enum("activation", &m->activation(), {model::Activation::kRelu, model::Activation::kGelu},
+         [](model::Activation a) { return model::ToString(a); });
+  r.Int("max_positions", &m->max_positions());
+  r.Bool("share_all_embeddings", &m->share_all_embeddings());
+  r.Bool("share_decoder_input_output", &m->share_decoder_input_output());
+  r.Enum("norm", &m->norm(),
+         {model::NormVariant::kDeepNorm, model::NormVariant::kPostLn, model::NormVariant::kPreLn,
+          model::NormVariant::kPostLnInit, model::NormVariant::kDeepNormPreLn},
+         [](model::NormVariant n) { return model::ToString(n); });
+  r.Double("layer_norm_eps", &m->layer_norm_eps());
+  r.Finish();
+}
+
+void ReadData(YamlMapReader r, DataConfig* d) {
+  r.String("source", &d->source);
+  YamlMapReader synthetic = r.Section("synthetic");
+  synthetic.StringList("languages", &d->synthetic.languages);
+  synthetic.Int("pairs_per_language", &d->synthetic.pairs_per_language);
+  synthetic.Int("min_words", &d->synthetic.min_words);
+  synthetic.Int("max_words", &d->synthetic.max_words);
+  synthetic.Uint("seed", &d->synthetic.seed);
+  synthetic.Finish();
+  r.String("train_path", &d->train_path);
+  r.String("valid_path", &d->valid_path);
+  r.String("src_lang", &d->src_lang);
+  r.String("tgt_lang", &d->tgt_lang);
+  r.Double("valid_fraction", &d->valid_fraction);
+  r.String("tokenizer", &d->tokenizer);
+  r.Int("max_tokens", &d->max_tokens);
+  r.Int("max_sentences", &d->max_sentences);
+  r.Int("max_len", &d->max_len);
+  r.Finish();
+}
+
+void ReadOptim(YamlMapReader r, OptimConfig* o) {
+  r.Double("lr", &o->lr);
+  r.DoubleTuple("betas", {&o->beta1, &o->beta2});
+  r.Double("eps", &o->eps);
+  r.Double("weight_decay", &o->weight_decay);
+  r.Int("warmup_steps", &o->warmup_steps);
+  r.Double("warmup_init_lr", &o->warmup_init_lr);
+  r.Double("clip_norm", &o->clip_norm);
+  r.Int("accum_steps", &o->accum_steps);
+  r.Double("label_smoothing", &o->label_smoothing);
+  r.Finish();
+}
+
+void ReadTrain(YamlMapReader r, TrainConfig* t) {
+  r.Int("max_steps", &t->max_steps);
+  r.Double("max_minutes", &t->max_minutes);
+  r.Uint("seed", &t->seed);
+  r.Int("log_every", &t->log_every);
+  r.Int("probe_every", &t->probe_every);
+  r.Int("probe_sentences", &t->probe_sentences);
+  r.Int("valid_every", &t->valid_every);
+  r.Finish();
+}
+
+void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
+  YamlMapReader top(root, "", problems);
+  top.String("name", &c->name);
+  ReadModel(top.Section("model"), &c->model);
+  ReadData(top.Section("data"), &c->data);
+  ReadOptim(top.Section("optim"), &c->optim);
+  ReadTrain(top.Section("train"), &c->train);
+  YamlMapReader checkpoint = top.Section("checkpoint");
+  checkpoint.String("dir", &c->checkpoint.dir);
+  checkpoint.Int("every_steps", &c->checkpoint.every_steps);
+  checkpoint.Int("keep_last", &c->checkpoint.keep_last);
+  checkpoint.Bool("resume", &c->checkpoint.resume);
+  checkpoint.Finish();
+  YamlMapReader runtime = top.Section("runtime");
+  runtime.Int("blas_threads", &c->runtime.blas_threads);
+  runtime.Int("intra_op_threads", &c->runtime.intra_op_threads);
+  runtime.String("device", &c->runtime.device);
+  runtime.Finish();
+  top.Finish();
+}
+
+// Range checks on the parsed values. A value that failed to parse kept its (valid) default,
+// so only the cross-field checks need to skip it.
+class RangeChecker {
+ public:
+  explicit RangeChecker(ConfigProblems* problems) : problems_(problems) {}
+
+  void AtLeast(const std::string& path, int64_t v, int64_t min) {
+    if (v < min) problems_->Add(path, absl::StrCat("must be >= ", min, " (got ", v, ")"));
+  }
+  void Positive(const std::string& path, int64_t v) {
+    if (v <= 0) problems_->Add(path, absl::StrCat("must be > 0 (got ", v, ")"));
+  }
+  void Positive(const std::string& path, double v) {
+    if (!(v > 0)) problems_->Add(path, absl::StrCat("must be > 0 (got ", ShortestDouble(v), ")"));
+  }
+  void NonNegative(const std::string& path, double v) {
+    if (!(v >= 0)) problems_->Add(path, absl::StrCat("must be >= 0 (got ", ShortestDouble(v), ")"));
+  }
+  // [lo, hi) or, with `hi_inclusive`, [lo, hi].
+  void InRange(const std::string& path, double v, double lo, double hi, bool hi_inclusive) {
+    if (v >= lo && (hi_inclusive ? v <= hi : v < hi)) return;
+    problems_->Add(path, absl::StrCat("must be in [", ShortestDouble(lo), ", ", ShortestDouble(hi),
+                                      hi_inclusive ? "]" : ")", " (got ", ShortestDouble(v), ")"));
+  }
+  void OneOf(const std::string& path, const std::string& v,
+             std::initializer_list<const char*> allowed) {
+    for (const char* a : allowed) {
+      if (v == a) return;
+    }
+    problems_->Add(
+        path, absl::StrCat("must be one of ", absl::StrJoin(allowed, ", "), " (got '", v, "')"));
+  }
+  bool AnyBad(std::initializer_list<const char*> paths) const {
+    for (const char* p : paths) {
+      if (problems_->Bad(p)) return true;
+    }
+    return false;
+  }
+
+ private:
+  ConfigProblems* problems_;
+};
+
+bool IsValidDevice(const std::string& device) {
+  if (device == "cpu" || device == "cuda") return true;
+  const std::string_view prefix = "cuda:";
+  if (device.size() <= prefix.size() || device.compare(0, prefix.size(), prefix) != 0) {
+    return false;
+  }
+  return std::all_of(device.begin() + prefix.size(), device.end(),
+                     [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+void Validate(const JobConfig& c, ConfigProblems* problems) {
+  RangeChecker check(problems);
+  const model::DeepNetConfig& m = c.model;
+  check.AtLeast("model.encoder_layers", m.encoder_layers(), 0);
+  check.AtLeast("model.decoder_layers", m.decoder_layers(), 0);
+  if (m.encoder_layers() == 0 && m.decoder_layers() == 0) {
+    problems->Add("model.encoder_layers",
+                  "model.encoder_layers and model.decoder_layers cannot both be 0");
+  }
+  check.Positive("model.d_model", m.d_model());
+  check.Positive("model.heads", m.heads());
+  if (m.d_model() > 0 && m.heads() > 0 && m.d_model() % m.heads() != 0 &&
+      !check.AnyBad({"model.d_model", "model.heads"})) {
+    problems->Add("model.d_model", absl::StrCat("must be divisible by model.heads (", m.d_model(),
+                                                " % ", m.heads(), " != 0)"));
+  }
+  check.Positive("model.ffn_dim", m.ffn_dim());
+  check.AtLeast("model.vocab_size", m.vocab_size(), 0);
+  check.InRange("model.dropout", m.dropout(), 0, 1, false);
+  check.InRange("model.attention_dropout", m.attention_dropout(), 0, 1, false);
+  check.InRange("model.activation_dropout", m.activation_dropout(), 0, 1, false);
+  check.Positive("model.max_positions", m.max_positions());
+  check.Positive("model.layer_norm_eps", m.layer_norm_eps());
+
+  const DataConfig& d = c.data;
+  check.OneOf("data.source", d.source, {"synthetic", "tsv"});
+  if (d.source == "tsv" && d.train_path.empty()) {
+    problems->Add("data.train_path", "must be set when data.source is tsv");
+  }
+  if (absl::Status s = data::ValidateSyntheticTask(d.synthetic); !s.ok()) {
+    problems->Add("", absl::StrCat("data.synthetic.", s.message()));
+  }
+  check.InRange("data.valid_fraction", d.valid_fraction, 0, 0.5, true);
+  check.OneOf("data.tokenizer", d.tokenizer, {"byte"});
+  check.AtLeast("data.max_tokens", d.max_tokens, 1);
+  check.AtLeast("data.max_sentences", d.max_sentences, 0);
+  check.AtLeast("data.max_len", d.max_len, 0);
+  // Every kept example must fit the sinusoidal position table.
+  if (d.max_len > m.max_positions() && m.max_positions() > 0 &&
+      !check.AnyBad({"data.max_len", "model.max_positions"})) {
+    problems->Add("data.max_len", absl::StrCat("must be <= model.max_positions (", d.max_len, " > ",
+                                               m.max_positions(), ")"));
+  }
+
+  const OptimConfig& o = c.optim;
+  check.Positive("optim.lr", o.lr);
+  check.InRange("optim.betas[0]", o.beta1, 0, 1, false);
+  check.InRange("optim.betas[1]", o.beta2, 0, 1, false);
+  check.Positive("optim.eps", o.eps);
+  check.NonNegative("optim.weight_decay", o.weight_decay);
+  check.AtLeast("optim.warmup_steps", o.warmup_steps, 0);
+  check.NonNegative("optim.warmup_init_lr", o.warmup_init_lr);
+  if (o.warmup_init_lr > o.lr && !check.AnyBad({"optim.warmup_init_lr", "optim.lr"})) {
+    problems->Add("optim.warmup_init_lr",
+                  absl::StrCat("must be <= optim.lr (", ShortestDouble(o.warmup_init_lr), " > ",
+                               ShortestDouble(o.lr), ")"));
+  }
+  check.NonNegative("optim.clip_norm", o.clip_norm);
+  check.AtLeast("optim.accum_steps", o.accum_steps, 1);
+  check.InRange("optim.label_smoothing", o.label_smoothing, 0, 1, false);
+
+  const TrainConfig& t = c.train;
+  check.AtLeast("train.max_steps", t.max_steps, 1);
+  check.NonNegative("train.max_minutes", t.max_minutes);
+  check.AtLeast("train.log_every", t.log_every, 1);
+  check.AtLeast("train.probe_every", t.probe_every, 0);
+  check.AtLeast("train.probe_sentences", t.probe_sentences, 1);
+  check.AtLeast("train.valid_every", t.valid_every, 0);
+
+  check.AtLeast("checkpoint.every_steps", c.checkpoint.every_steps, 0);
+  check.AtLeast("checkpoint.keep_last", c.checkpoint.keep_last, 0);
+
+  check.AtLeast("runtime.blas_threads", c.runtime.blas_threads, 0);
+  check.AtLeast("runtime.intra_op_threads", c.runtime.intra_op_threads, 1);
+  if (!IsValidDevice(c.runtime.device)) {
+    problems->Add("runtime.device",
+                  absl::StrCat("must be cpu, cuda or cuda:N (got '", c.runtime.device, "')"));
+  }
+}
+
+// Sets `dotted.key=value` in `root` (a map), creating intermediate maps. Unknown keys are left
+// for the reader to report, with the same message as in the file.
+void ApplyOverride(const std::string& override_text, YAML::Node root, ConfigProblems* problems) {
+  const std::string where = absl::StrCat("override '", override_text, "'");
+  const size_t eq = override_text.find('=');
+  if (eq == std::string::npos) {
+    problems->Add(where, "expected dotted.key=value, e.g. train.max_steps=100");
+    return;
+  }
+  const absl::string_view key =
+      absl::StripAsciiWhitespace(absl::string_view(override_text).substr(0, eq));
+  std::vector<std::string> parts = absl::StrSplit(key, '.');
+  for (const std::string& part : parts) {
+    if (part.empty()) {
+      problems->Add(where, "empty key name in the dotted path");
+      return;
+    }
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(override_text.substr(eq + 1));
+  } catch (const YAML::ParserException& e) {
+    problems->Add(where, absl::StrCat("value is not valid YAML: ", e.msg));
+    return;
+  }
+  // Node assignment rebinds the referenced node inside the tree; walk with reset() instead.
+  YAML::Node cur;
+  cur.reset(root);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node child = cur[parts[i]];
+    if (!child.IsDefined() || child.IsNull()) {
+      child = YAML::Node(YAML::NodeType::Map);
+    } else if (!child.IsMap()) {
+      problems->Add(where, absl::StrCat(absl::StrJoin(parts.begin(), parts.begin() + i + 1, "."),
+                                        " is not a map (got ", DescribeYaml(child), ")"));
+      return;
+    }
+    cur.reset(child);
+  }
+  cur[parts.back()] = value;
+}
+
+void EmitDouble(YAML::Emitter& out, const char* key, double v) {
+  out << YAML::Key << key << YAML::Value << FormatDouble(v);
+}
+
+template <typename T>
+void Emit(YAML::Emitter& out, const char* key, const T& v) {
+  static_assert(!std::is_floating_point_v<T>, "use EmitDouble");
+  out << YAML::Key << key << YAML::Value << v;
+}
+
+}  // namespace
+
+absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
+                                         const std::vector<std::string>& overrides,
+                                         const std::string& source_name) {
+  try {
+    ConfigProblems problems;
+    std::vector<YAML::Node> documents;
+    try {
+      documents = YAML::LoadAll(yaml_text);
+    } catch (const YAML::ParserException& e) {
+      return absl::InvalidArgumentError(absl::StrCat(source_name, ": YAML syntax error at line ",
+                                                     e.mark.line + 1, ", column ",
+                                                     e.mark.column + 1, ": ", e.msg));
+    }
+    if (documents.size() > 1) {
+      problems.Add("", absl::StrCat("expected one YAML document (got ", documents.size(), ")"));
+    }
+    // An empty file (or a lone `~`) is a job with every default.
+    YAML::Node root(YAML::NodeType::Map);
+    if (!documents.empty() && !documents[0].IsNull()) root.reset(documents[0]);
+    if (!root.IsMap()) {
+      problems.Add("", absl::StrCat("expected a map of sections (name, model, data, optim, "
+                                    "train, checkpoint, runtime) at the top level (got ",
+                                    DescribeYaml(root), ")"));
+      return problems.ToStatus(source_name);
+    }
+    for (const std::string& override_text : overrides) {
+      ApplyOverride(override_text, root, &problems);
+    }
+    JobConfig config;
+    ReadJob(root, &config, &problems);
+    Validate(config, &problems);
+    if (!problems.empty()) return problems.ToStatus(source_name);
+    return config;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source_name, ": ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(source_name, ": reading the job config: ", e.what()));
+  }
+}
+
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return absl::NotFoundError(absl::StrCat("job config ", path, ": no such file"));
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat("job config ", path, ": is a directory"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job config ", path, ": cannot open: ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat("job config ", path, ": read failed"));
+  }
+  return ParseJobConfig(text.str(), overrides, path);
+}
+
+std::string DumpJobConfig(const JobConfig& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Emit(out, "name", c.name);
+
+  const model::DeepNetConfig& m = c.model;
+  out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+  Emit(out, "encoder_layers", m.encoder_layers());
+  Emit(out, "decoder_layers", m.decoder_layers());
+  Emit(out, "d_model", m.d_model());
+  Emit(out, "heads", m.heads());
+  Emit(out, "ffn_dim", m.ffn_dim());
+  Emit(out, "vocab_size", m.vocab_size());
+  EmitDouble(out, "dropout", m.dropout());
+  EmitDouble(out, "attention_dropout", m.attention_dropout());
+  EmitDouble(out, "activation_dropout", m.activation_dropout());
+  Emit(out, "activation", std::string(model::ToString(m.activation())));
+  Emit(out, "max_positions", m.max_positions());
+  Emit(out, "share_all_embeddings", m.share_all_embeddings());
+  Emit(out, "share_decoder_input_output", m.share_decoder_input_output());
+  Emit(out, "norm", std::string(model::ToString(m.norm())));
+  EmitDouble(out, "layer_norm_eps", m.layer_norm_eps());
+  out << YAML::EndMap;
+
+  const DataConfig& d = c.data;
+  out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
+  Emit(out, "source", d.source);
+  out << YAML::Key << "synthetic" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "languages" << YAML::Value << YAML::Flow << d.synthetic.languages;
+  Emit(out, "pairs_per_language", d.synthetic.pairs_per_language);
+  Emit(out, "min_words", d.synthetic.min_words);
+  Emit(out, "max_words", d.synthetic.max_words);
+  Emit(out, "seed", d.synthetic.seed);
+  out << YAML::EndMap;
+  Emit(out, "train_path", d.train_path);
+  Emit(out, "valid_path", d.valid_path);
+  Emit(out, "src_lang", d.src_lang);
+  Emit(out, "tgt_lang", d.tgt_lang);
+  EmitDouble(out, "valid_fraction", d.valid_fraction);
+  Emit(out, "tokenizer", d.tokenizer);
+  Emit(out, "max_tokens", d.max_tokens);
+  Emit(out, "max_sentences", d.max_sentences);
+  Emit(out, "max_len", d.max_len);
+  out << YAML::EndMap;
+
+  const OptimConfig& o = c.optim;
+  out << YAML::Key << "optim" << YAML::Value << YAML::BeginMap;
+  EmitDouble(out, "lr", o.lr);
+  out << YAML::Key << "betas" << YAML::Value << YAML::Flow << YAML::BeginSeq
+      << FormatDouble(o.beta1) << FormatDouble(o.beta2) << YAML::EndSeq;
+  EmitDouble(out, "eps", o.eps);
+  EmitDouble(out, "weight_decay", o.weight_decay);
+  Emit(out, "warmup_steps", o.warmup_steps);
+  EmitDouble(out, "warmup_init_lr", o.warmup_init_lr);
+  EmitDouble(out, "clip_norm", o.clip_norm);
+  Emit(out, "accum_steps", o.accum_steps);
+  EmitDouble(out, "label_smoothing", o.label_smoothing);
+  out << YAML::EndMap;
+
+  const TrainConfig& t = c.train;
+  out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
+  Emit(out, "max_steps", t.max_steps);
+  EmitDouble(out, "max_minutes", t.max_minutes);
+  Emit(out, "seed", t.seed);
+  Emit(out, "log_every", t.log_every);
+  Emit(out, "probe_every", t.probe_every);
+  Emit(out, "probe_sentences", t.probe_sentences);
+  Emit(out, "valid_every", t.valid_every);
+  out << YAML::EndMap;
+
+  out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
+  Emit(out, "dir", c.checkpoint.dir);
+  Emit(out, "every_steps", c.checkpoint.every_steps);
+  Emit(out, "keep_last", c.checkpoint.keep_last);
+  Emit(out, "resume", c.checkpoint.resume);
+  out << YAML::EndMap;
+
+  out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap;
+  Emit(out, "blas_threads", c.runtime.blas_threads);
+  Emit(out, "intra_op_threads", c.runtime.intra_op_threads);
+  Emit(out, "device", c.runtime.device);
+  out << YAML::EndMap;
+
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace deepnet::worker

@@ -1,0 +1,231 @@
+#include "worker/yaml_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace deepnet::worker {
+namespace {
+
+// std::from_chars over the whole scalar, after an optional '+' (which from_chars refuses).
+// Returns the errc, with errc::invalid_argument when characters are left over.
+template <typename T>
+std::errc ParseWhole(const YAML::Node& node, T* out) {
+  std::string_view s = node.Scalar();
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return std::errc::invalid_argument;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  if (ec == std::errc() && end != s.data() + s.size()) return std::errc::invalid_argument;
+  return ec;
+}
+
+}  // namespace
+
+std::string ShortestDouble(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+std::string FormatDouble(double v) {
+  std::string text = ShortestDouble(v);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string DescribeYaml(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      return absl::StrCat("'", s.size() > 60 ? absl::StrCat(s.substr(0, 57), "...") : s, "'");
+    }
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    default:
+      return "nothing";
+  }
+}
+
+// yaml-cpp's own as<T>() is not used: it throws on mismatch and accepts more than we want.
+std::optional<std::string> YamlToInt64(const YAML::Node& node, int64_t* out) {
+  int64_t v = 0;
+  const std::errc ec = node.IsScalar() ? ParseWhole(node, &v) : std::errc::invalid_argument;
+  if (ec == std::errc::result_out_of_range) {
+    return absl::StrCat("integer out of range [", INT64_MIN, ", ", INT64_MAX, "] (got ",
+                        DescribeYaml(node), ")");
+  }
+  if (ec != std::errc()) return absl::StrCat("expected an integer (got ", DescribeYaml(node), ")");
+  *out = v;
+  return std::nullopt;
+}
+
+std::optional<std::string> YamlToUint64(const YAML::Node& node, uint64_t* out) {
+  uint64_t v = 0;
+  if (!node.IsScalar() || ParseWhole(node, &v) != std::errc()) {
+    return absl::StrCat("expected an integer in [0, ", UINT64_MAX, "] (got ", DescribeYaml(node),
+                        ")");
+  }
+  *out = v;
+  return std::nullopt;
+}
+
+std::optional<std::string> YamlToDouble(const YAML::Node& node, double* out) {
+  double v = 0;
+  if (!node.IsScalar() || ParseWhole(node, &v) != std::errc() || !std::isfinite(v)) {
+    return absl::StrCat("expected a finite number (got ", DescribeYaml(node), ")");
+  }
+  *out = v;
+  return std::nullopt;
+}
+
+std::optional<std::string> YamlToBool(const YAML::Node& node, bool* out) {
+  if (node.IsScalar() && (node.Scalar() == "true" || node.Scalar() == "false")) {
+    *out = node.Scalar() == "true";
+    return std::nullopt;
+  }
+  return absl::StrCat("expected true or false (got ", DescribeYaml(node), ")");
+}
+
+// A key left empty (`dir:`) reads as the empty string, which is what an empty string field
+// means everywhere in our configs.
+std::optional<std::string> YamlToString(const YAML::Node& node, std::string* out) {
+  if (node.IsNull()) {
+    out->clear();
+    return std::nullopt;
+  }
+  if (!node.IsScalar()) return absl::StrCat("expected a string (got ", DescribeYaml(node), ")");
+  *out = node.Scalar();
+  return std::nullopt;
+}
+
+void ConfigProblems::Add(const std::string& path, const std::string& message) {
+  lines_.push_back(path.empty() ? message : absl::StrCat(path, ": ", message));
+  bad_paths_.insert(path);
+}
+
+absl::Status ConfigProblems::ToStatus(const std::string& source_name) const {
+  if (lines_.empty()) return absl::OkStatus();
+  std::vector<std::string> prefixed;
+  prefixed.reserve(lines_.size());
+  for (const std::string& line : lines_) prefixed.push_back(absl::StrCat(source_name, ": ", line));
+  return absl::InvalidArgumentError(absl::StrJoin(prefixed, "\n"));
+}
+
+YamlMapReader::YamlMapReader(YAML::Node node, std::string path, ConfigProblems* problems)
+    : node_(std::move(node)), path_(std::move(path)), problems_(problems) {}
+
+void YamlMapReader::StringList(const char* key, std::vector<std::string>* out) {
+  std::optional<YAML::Node> node = Get(key);
+  if (!node) return;
+  if (node->IsNull()) {
+    out->clear();
+    return;
+  }
+  if (!node->IsSequence()) {
+    problems_->Add(PathOf(key),
+                   absl::StrCat("expected a list of strings (got ", DescribeYaml(*node), ")"));
+    return;
+  }
+  std::vector<std::string> values;
+  for (size_t i = 0; i < node->size(); ++i) {
+    const YAML::Node item = (*node)[i];
+    if (item.IsScalar()) {
+      values.push_back(item.Scalar());
+    } else {
+      problems_->Add(absl::StrCat(PathOf(key), "[", i, "]"),
+                     absl::StrCat("expected a string (got ", DescribeYaml(item), ")"));
+    }
+  }
+  if (values.size() == node->size()) *out = std::move(values);
+}
+
+void YamlMapReader::DoubleTuple(const char* key, std::initializer_list<double*> outs) {
+  std::optional<YAML::Node> node = Get(key);
+  if (!node) return;
+  if (!node->IsSequence() || node->size() != outs.size()) {
+    problems_->Add(PathOf(key), absl::StrCat("expected a list of ", outs.size(), " numbers (got ",
+                                             DescribeYaml(*node), ")"));
+    return;
+  }
+  std::vector<double> values(outs.size());
+  bool ok = true;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (std::optional<std::string> error = YamlToDouble((*node)[i], &values[i])) {
+      problems_->Add(absl::StrCat(PathOf(key), "[", i, "]"), *error);
+      ok = false;
+    }
+  }
+  if (!ok) return;
+  for (size_t i = 0; i < outs.size(); ++i) *outs.begin()[i] = values[i];
+}
+
+YamlMapReader YamlMapReader::Section(const char* key) {
+  std::optional<YAML::Node> node = Get(key);
+  if (node && !node->IsNull() && !node->IsMap()) {
+    problems_->Add(PathOf(key), absl::StrCat("expected a map (got ", DescribeYaml(*node), ")"));
+    node.reset();
+  }
+  return YamlMapReader(node ? *node : YAML::Node(), PathOf(key), problems_);
+}
+
+void YamlMapReader::Forbid(const char* key, const std::string& why) {
+  forbidden_.emplace_back(key);
+  const YAML::Node& map = node_;  // The const operator[] does not insert the key.
+  if (map.IsMap() && map[key].IsDefined()) problems_->Add(PathOf(key), why);
+}
+
+void YamlMapReader::Finish() {
+  if (!node_.IsMap()) return;
+  std::set<std::string> seen;
+  for (const auto& entry : node_) {
+    if (!entry.first.IsScalar()) {
+      problems_->Add(
+          path_.empty() ? "top level" : path_,
+          absl::StrCat("keys must be plain names (got ", DescribeYaml(entry.first), ")"));
+      continue;
+    }
+    const std::string& key = entry.first.Scalar();
+    const bool allowed = std::find(known_.begin(), known_.end(), key) != known_.end() ||
+                         std::find(forbidden_.begin(), forbidden_.end(), key) != forbidden_.end();
+    if (!seen.insert(key).second) {
+      problems_->Add(PathOf(key), "duplicate key");
+    } else if (!allowed) {
+      problems_->Add(PathOf(key),
+                     absl::StrCat("unknown key (allowed: ", absl::StrJoin(known_, ", "), ")"));
+    }
+  }
+}
+
+std::string YamlMapReader::PathOf(const std::string& key) const {
+  return path_.empty() ? key : absl::StrCat(path_, ".", key);
+}
+
+std::optional<YAML::Node> YamlMapReader::Get(const char* key) {
+  known_.emplace_back(key);
+  if (!node_.IsMap()) return std::nullopt;
+  const YAML::Node& map = node_;  // The const operator[] does not insert the key.
+  YAML::Node value = map[key];
+  if (!value.IsDefined()) return std::nullopt;
+  return value;
+}
+
+std::optional<size_t> YamlMapReader::OneOf(const char* key, const std::vector<std::string>& names) {
+  std::optional<YAML::Node> node = Get(key);
+  if (!node) return std::nullopt;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (node->IsScalar() && node->Scalar() == names[i]) return i;
+  }
+  problems_->Add(PathOf(key), absl::StrCat("must be one of ", absl::StrJoin(names, ", "), " (got ",
+                                           DescribeYaml(*node), ")"));
+  return std::nullopt;
+}
+
+}  // namespace deepnet::worker

@@ -1,0 +1,108 @@
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace deepnet::worker {
+
+/// Shortest decimal text that parses back to exactly `v` ("0.1", "5e-04", "-1").
+std::string ShortestDouble(double v);
+
+/// ShortestDouble with ".0" appended to integral values, so a YAML dump shows a real number.
+std::string FormatDouble(double v);
+
+/// How a node looks in an error's "(got ...)": the scalar quoted (and shortened), "a list",
+/// "a map" or "nothing".
+std::string DescribeYaml(const YAML::Node& node);
+
+/// Strict scalar conversions; each returns the error message, or nullopt after setting *out.
+/// Integers take optional sign and decimal digits only, and reject fractions and overflow.
+/// Numbers must be finite. Booleans are `true` or `false`. An empty (null) value is the empty
+/// string.
+std::optional<std::string> YamlToInt64(const YAML::Node& node, int64_t* out);
+std::optional<std::string> YamlToUint64(const YAML::Node& node, uint64_t* out);
+std::optional<std::string> YamlToDouble(const YAML::Node& node, double* out);
+std::optional<std::string> YamlToBool(const YAML::Node& node, bool* out);
+std::optional<std::string> YamlToString(const YAML::Node& node, std::string* out);
+
+/// Every problem found in a config, as "dotted.path: message" lines, so that one run reports
+/// all of them. Remembers which paths are bad so cross-field checks can skip them.
+class ConfigProblems {
+ public:
+  // An empty `path` adds `message` alone.
+  void Add(const std::string& path, const std::string& message);
+  bool Bad(const std::string& path) const { return bad_paths_.count(path) > 0; }
+  bool empty() const { return lines_.empty(); }
+  // InvalidArgument with one line per problem, each prefixed by "source_name: ".
+  absl::Status ToStatus(const std::string& source_name) const;
+
+ private:
+  std::vector<std::string> lines_;
+  std::set<std::string> bad_paths_;
+};
+
+/// Reads the keys of one YAML map at a dotted `path` ("" for the top level) into typed fields.
+/// A key that is absent leaves its field alone; a bad value is reported to `problems` and
+/// leaves the field alone. Finish() reports every key no reader asked for (listing the allowed
+/// ones) and duplicated keys, which yaml-cpp keeps silently. Never throws YAML exceptions.
+/// Example: YamlMapReader r(node, "optim", &problems); r.Double("lr", &lr); r.Finish();
+class YamlMapReader {
+ public:
+  YamlMapReader(YAML::Node node, std::string path, ConfigProblems* problems);
+
+  void Int(const char* key, int64_t* out) { Read(key, out, YamlToInt64); }
+  void Uint(const char* key, uint64_t* out) { Read(key, out, YamlToUint64); }
+  void Double(const char* key, double* out) { Read(key, out, YamlToDouble); }
+  void Bool(const char* key, bool* out) { Read(key, out, YamlToBool); }
+  void String(const char* key, std::string* out) { Read(key, out, YamlToString); }
+  // A list of strings; an empty value is the empty list.
+  void StringList(const char* key, std::vector<std::string>* out);
+  // A list of exactly outs.size() numbers, e.g. `betas: [0.9, 0.98]`.
+  void DoubleTuple(const char* key, std::initializer_list<double*> outs);
+
+  // One of `values`, spelled as `to_name(value)` gives it.
+  template <typename E, typename ToName>
+  void Enum(const char* key, E* out, std::initializer_list<E> values, ToName to_name) {
+    std::vector<std::string> names;
+    for (E v : values) names.emplace_back(to_name(v));
+    std::optional<size_t> index = OneOf(key, names);
+    if (index) *out = values.begin()[*index];
+  }
+
+  // The nested map at `key`; absent or empty gives a reader with no keys (all defaults).
+  YamlMapReader Section(const char* key);
+  // A key users may not set; reported with `why` (where the value comes from) when present.
+  void Forbid(const char* key, const std::string& why);
+  // Reports unknown and duplicated keys; call after every field was read.
+  void Finish();
+
+ private:
+  std::string PathOf(const std::string& key) const;
+  // The value of `key`, or nullopt when absent; marks the key as known either way.
+  std::optional<YAML::Node> Get(const char* key);
+  // Index in `names` of the value of `key`; nullopt when absent or not one of them (reported).
+  std::optional<size_t> OneOf(const char* key, const std::vector<std::string>& names);
+
+  template <typename T, typename Convert>
+  void Read(const char* key, T* out, Convert convert) {
+    std::optional<YAML::Node> node = Get(key);
+    if (!node) return;
+    if (std::optional<std::string> error = convert(*node, out)) problems_->Add(PathOf(key), *error);
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  ConfigProblems* problems_;
+  std::vector<std::string> known_;  // In schema order, for the "allowed:" list.
+  std::vector<std::string> forbidden_;
+};
+
+}  // namespace deepnet::worker
