@@ -1,5 +1,7 @@
 #include "model/model_stats.h"
 
+#include <cstdio>
+
 namespace deepnet::model {
 namespace {
 
@@ -79,4 +81,17 @@ ModelStats ComputeModelStats(const DeepNetConfig& c, const StatsOptions& o) {
   return s;
 }
 
+}  // namespace deepnet::model
+
+namespace deepnet::model {
+std::string DescribeShape(const DeepNetConfig& c) {
+  const double params = static_cast<double>(ComputeModelStats(c).parameters);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%lldL-%lldL d=%lld h=%lld ffn=%lld V=%lld %s (%.1fM parameters)",
+                static_cast<long long>(c.encoder_layers()), static_cast<long long>(c.decoder_layers()),
+                static_cast<long long>(c.d_model()), static_cast<long long>(c.heads()),
+                static_cast<long long>(c.ffn_dim()), static_cast<long long>(c.vocab_size()),
+                std::string(ToString(c.norm())).c_str(), params / 1e6);
+  return buf;
+}
 }  // namespace deepnet::model

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "model/deepnet_config.h"
 #include "model/deepnorm.h"
@@ -42,4 +43,9 @@ ModelStats ComputeModelStats(const DeepNetConfig& config, const StatsOptions& op
 int64_t EncoderLayerParameters(const DeepNetConfig& config);
 int64_t DecoderLayerParameters(const DeepNetConfig& config);
 
+}  // namespace deepnet::model
+
+namespace deepnet::model {
+/// One-line description, e.g. "6L-6L d=512 h=8 ffn=2048 V=8000 deepnorm (44.1M parameters)".
+std::string DescribeShape(const DeepNetConfig& config);
 }  // namespace deepnet::model

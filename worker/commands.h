@@ -1,0 +1,51 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "model/deepnet_config.h"
+#include "model/model_stats.h"
+
+namespace deepnet::worker {
+
+/// Exit codes of the `deepnet` tool; scripts may rely on them.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,       // Runtime failure (I/O, divergence, compute error).
+  kExitBadInput = 2,      // Bad flags, configuration or input.
+  kExitTerminated = 143,  // Stopped by SIGTERM after checkpointing (128 + 15).
+};
+
+struct TrainCommand {
+  std::string config_path;
+  std::vector<std::string> overrides;  // "key.path=value"
+  std::string log_format = "text";     // text | json
+  bool validate_only = false;          // Print the effective config and exit.
+};
+
+struct InspectCommand {
+  std::string config_path;  // Optional: take the shape from a job file's model section.
+  model::DeepNetConfig model = model::DeepNetConfig();
+  model::StatsOptions stats;
+  std::string format = "text";  // text | json
+};
+
+struct TranslateCommand {
+  std::string checkpoint;  // Checkpoint folder or checkpoint.dir.
+  std::string to_lang;
+  int64_t beam_size = 4;
+  double length_penalty = 1.0;
+  std::string device = "cpu";
+};
+
+/// Each runs one subcommand, printing results to `out` and problems to `err`.
+int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::ostream& out,
+             std::ostream& err);
+int RunInspect(const InspectCommand& command, std::ostream& out, std::ostream& err);
+int RunTranslate(const TranslateCommand& command, std::istream& in, std::ostream& out,
+                 std::ostream& err);
+
+}  // namespace deepnet::worker

@@ -1,0 +1,91 @@
+#include "worker/inspect.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace deepnet::worker {
+namespace {
+
+nlohmann::json OrNull(const std::optional<model::StackScaling>& s, bool alpha) {
+  if (!s) return nullptr;
+  return alpha ? s->alpha : s->beta;
+}
+
+std::string Human(double value, const char* unit) {
+  const char* prefixes[] = {"", "K", "M", "G", "T", "P"};
+  int i = 0;
+  while (value >= 1000.0 && i < 5) value /= 1000.0, ++i;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f %s%s", value, prefixes[i], unit);
+  return buf;
+}
+
+std::string Bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (bytes >= 1024.0 && i < 4) bytes /= 1024.0, ++i;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f %s", bytes, units[i]);
+  return buf;
+}
+
+}  // namespace
+
+std::string InspectJson(const model::DeepNetConfig& c, const model::StatsOptions& o) {
+  const model::ModelStats s = model::ComputeModelStats(c, o);
+  nlohmann::json j;
+  j["encoder_layers"] = c.encoder_layers();
+  j["decoder_layers"] = c.decoder_layers();
+  j["d_model"] = c.d_model();
+  j["heads"] = c.heads();
+  j["ffn_dim"] = c.ffn_dim();
+  j["vocab_size"] = c.vocab_size();
+  j["norm"] = std::string(model::ToString(c.norm()));
+  j["encoder.alpha"] = OrNull(s.scaling.encoder, true);
+  j["encoder.beta"] = OrNull(s.scaling.encoder, false);
+  j["decoder.alpha"] = OrNull(s.scaling.decoder, true);
+  j["decoder.beta"] = OrNull(s.scaling.decoder, false);
+  j["parameters"] = s.parameters;
+  j["embedding_parameters"] = s.embedding_parameters;
+  j["encoder_layer_parameters"] = s.encoder_layer_parameters;
+  j["decoder_layer_parameters"] = s.decoder_layer_parameters;
+  j["source_length"] = o.source_length;
+  j["target_length"] = o.target_length;
+  j["forward_flops_per_source_token"] = s.forward_flops_per_source_token;
+  j["forward_flops_per_target_token"] = s.forward_flops_per_target_token;
+  j["train_flops_per_token"] = s.train_flops_per_token;
+  j["parameter_bytes"] = s.parameter_bytes;
+  j["gradient_bytes"] = s.gradient_bytes;
+  j["optimizer_bytes"] = s.optimizer_bytes;
+  j["training_state_bytes"] = s.parameter_bytes + s.gradient_bytes + s.optimizer_bytes;
+  return j.dump(2);
+}
+
+std::string InspectText(const model::DeepNetConfig& c, const model::StatsOptions& o) {
+  const model::ModelStats s = model::ComputeModelStats(c, o);
+  std::ostringstream out;
+  char buf[256];
+  out << model::DescribeShape(c) << "\n";
+  for (auto [name, stack] : {std::pair{"encoder", s.scaling.encoder}, {"decoder", s.scaling.decoder}}) {
+    if (stack) {
+      std::snprintf(buf, sizeof(buf), "  %s: alpha = %.6f  beta = %.6f\n", name, stack->alpha, stack->beta);
+    } else {
+      std::snprintf(buf, sizeof(buf), "  %s: absent\n", name);
+    }
+    out << buf;
+  }
+  out << "  parameters:            " << s.parameters << " (" << Human(s.parameters, "") << ")\n";
+  out << "    embeddings:          " << s.embedding_parameters << "\n";
+  out << "    per encoder layer:   " << s.encoder_layer_parameters << "\n";
+  out << "    per decoder layer:   " << s.decoder_layer_parameters << "\n";
+  out << "  training FLOPs/token:  " << Human(s.train_flops_per_token, "FLOP") << " (source "
+      << o.source_length << ", target " << o.target_length << " tokens)\n";
+  out << "  memory (fp32):         parameters " << Bytes(s.parameter_bytes) << ", gradients "
+      << Bytes(s.gradient_bytes) << ", Adam " << Bytes(s.optimizer_bytes) << ", total "
+      << Bytes(s.parameter_bytes + s.gradient_bytes + s.optimizer_bytes) << "\n";
+  return out.str();
+}
+
+}  // namespace deepnet::worker

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+namespace deepnet::worker {
+
+enum class LogFormat { kText, kJson };
+
+/// What one optimiser step did.
+struct StepMetrics {
+  int64_t step = 0;
+  int64_t max_steps = 0;
+  double loss = 0.0;  // Label-smoothed cross-entropy per target token (nats).
+  double nll = 0.0;   // Negative log-likelihood per target token (nats).
+  double lr = 0.0;
+  double grad_norm = 0.0;  // Global L2 norm before clipping.
+  int64_t src_tokens = 0;
+  int64_t tgt_tokens = 0;
+  double tokens_per_s = 0.0;  // Source + target tokens per second over recent steps.
+  std::optional<double> update_norm;  // ||F(x, theta_i) - F(x, theta_0)|| on the probe batch.
+  double elapsed_s = 0.0;
+  double eta_s = 0.0;
+};
+
+struct ValidMetrics {
+  int64_t step = 0;
+  double loss = 0.0;
+  double nll = 0.0;
+  int64_t tokens = 0;
+};
+
+/// Writes progress for people (aligned text; on a terminal also a live line with ETA that is
+/// redrawn every step) or for machines (one JSON object per line).
+/// Not thread-safe; owned by the training loop.
+class ProgressReporter {
+ public:
+  ProgressReporter(std::ostream* out, LogFormat format, bool live);
+
+  // Every step: redraws the live line (text on a terminal only).
+  void Live(const StepMetrics& m);
+  // Every log_every steps: a permanent line / JSON object.
+  void Step(const StepMetrics& m);
+  void Valid(const ValidMetrics& m);
+  // Free-form event ("checkpoint", "resume", "start", "stop") with a message.
+  void Event(const std::string& kind, const std::string& message);
+
+ private:
+  void ClearLive();
+  std::ostream* out_;
+  LogFormat format_;
+  bool live_;
+  bool live_shown_ = false;
+};
+
+std::string FormatDuration(double seconds);
+
+}  // namespace deepnet::worker

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/token_batcher.h"
+#include "model/deepnet.h"
+#include "worker/adamw.h"
+#include "worker/checkpoint.h"
+#include "worker/flat_parameters.h"
+#include "worker/job_config.h"
+#include "worker/progress_reporter.h"
+#include "worker/training_data.h"
+
+namespace deepnet::worker {
+
+/// Where the trainer writes progress and what can stop it early.
+struct TrainerIo {
+  std::ostream* out = nullptr;  // Progress; null discards it.
+  LogFormat format = LogFormat::kText;
+  bool live = false;  // Redraw a live progress line (a terminal).
+  // Set (e.g. by a SIGTERM handler) to finish the current step, checkpoint and stop.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+/// What a Run() did.
+struct TrainSummary {
+  int64_t start_step = 0;  // Step the run started from (non-zero after a resume).
+  int64_t final_step = 0;
+  std::string stop_reason;  // "max_steps", "max_minutes" or "signal".
+  std::vector<double> losses;  // Per-step training loss of this run, in order.
+  std::optional<ValidMetrics> last_valid;
+  std::string last_checkpoint;  // Folder of the last checkpoint written, if any.
+  std::vector<std::string> rejected_checkpoints;  // Skipped on resume, with reasons.
+};
+
+/// Single-process DeepNet training: AdamW with inverse-sqrt warm-up schedule, gradient
+/// clipping and accumulation, token-bounded batches, progress with the model-update norm
+/// ||dF||, validation, and atomic checkpoints from which a run resumes bit for bit.
+/// Not thread-safe; the caller's thread runs it.
+class Trainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config,
+                                                         const TrainerIo& io);
+  ~Trainer();
+
+  // Trains from the current step to train.max_steps (or until the time budget or stop flag);
+  // checkpoints as configured and at the end. Compute errors come back as a Status.
+  absl::StatusOr<TrainSummary> Run();
+
+  model::DeepNetImpl& model() { return *model_; }
+  int64_t step() const { return step_; }
+  const TrainingData& data() const { return data_; }
+
+ private:
+  Trainer(const JobConfig& config, const TrainerIo& io);
+  absl::Status Setup();
+  absl::Status Resume(const Checkpoint& checkpoint);
+  StepMetrics TrainStep();
+  ValidMetrics Validate();
+  torch::Tensor ProbeOutput();
+  absl::StatusOr<std::string> SaveCheckpoint();
+
+  JobConfig config_;
+  TrainerIo io_;
+  std::unique_ptr<std::ostream> null_out_;
+  std::unique_ptr<ProgressReporter> reporter_;
+  TrainingData data_;
+  torch::Device device_ = torch::kCPU;
+  model::DeepNet model_{nullptr};
+  std::unique_ptr<FlatParameters> flat_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<data::TokenBatcher> batcher_;
+  std::unique_ptr<CheckpointStore> store_;
+  std::vector<int64_t> probe_indices_;
+  torch::Tensor probe_f0_;  // F(x, theta_0) on the probe batch.
+  int64_t step_ = 0;
+  std::vector<std::string> rejected_;
+};
+
+}  // namespace deepnet::worker

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/tokenizer.h"
+#include "model/deepnet.h"
+#include "model/search.h"
+
+namespace deepnet::worker {
+
+/// A trained model loaded from a checkpoint, ready to translate. Not thread-safe.
+class Translator {
+ public:
+  /// `path` is a checkpoint folder (holding MANIFEST.json) or a checkpoint.dir whose latest
+  /// good checkpoint is used. Errors name the path.
+  static absl::StatusOr<std::unique_ptr<Translator>> Open(const std::string& path,
+                                                          const std::string& device = "cpu");
+
+  /// Translates each sentence into `to_lang` with beam search (beam_size 1: greedy).
+  absl::StatusOr<std::vector<std::string>> Translate(const std::vector<std::string>& sentences,
+                                                     const std::string& to_lang,
+                                                     const model::SearchOptions& options);
+
+  const std::vector<std::string>& languages() const { return languages_; }
+  int64_t step() const { return step_; }
+  const data::Tokenizer& tokenizer() const { return *tokenizer_; }
+
+ private:
+  Translator() = default;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::vector<std::string> languages_;
+  model::DeepNet model_{nullptr};
+  torch::Device device_ = torch::kCPU;
+  int64_t step_ = 0;
+};
+
+}  // namespace deepnet::worker
