@@ -1,0 +1,104 @@
+#include "worker/adamw.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace deepnet::worker {
+namespace {
+
+struct Net : torch::nn::Module {
+  Net() {
+    fc = register_module("fc", torch::nn::Linear(6, 4));
+    out = register_module("out", torch::nn::Linear(4, 3));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return out(torch::tanh(fc(x))); }
+  torch::nn::Linear fc{nullptr}, out{nullptr};
+};
+
+TEST(AdamWTest, MatchesLibTorchAdamWithoutWeightDecay) {
+  torch::manual_seed(0);
+  auto ours = std::make_shared<Net>();
+  auto ref = std::make_shared<Net>();
+  {
+    torch::NoGradGuard g;
+    auto src = ours->parameters(), dst = ref->parameters();
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  FlatParameters flat(*ours);
+  AdamW adam(&flat, AdamWOptions{0.9, 0.98, 1e-8, 0.0});
+  torch::optim::AdamW torch_adam(ref->parameters(),
+                                 torch::optim::AdamWOptions(1e-2).betas({0.9, 0.98}).eps(1e-8).weight_decay(0.0));
+  for (int step = 0; step < 10; ++step) {
+    auto x = torch::randn({5, 6});
+    flat.ZeroGrad();
+    ours->forward(x).pow(2).sum().backward();
+    adam.Step(1e-2);
+    torch_adam.zero_grad();
+    ref->forward(x).pow(2).sum().backward();
+    torch_adam.step();
+  }
+  auto a = ours->named_parameters(), b = ref->named_parameters();
+  for (const auto& p : a) {
+    EXPECT_TRUE(torch::allclose(p.value(), b[p.key()], 1e-5, 1e-6)) << p.key();
+  }
+  EXPECT_EQ(adam.step_count(), 10);
+}
+
+TEST(AdamWTest, WeightDecayHitsMatricesOnly) {
+  torch::manual_seed(1);
+  Net net;
+  FlatParameters flat(net);
+  auto before = flat.values().clone();
+  AdamW adam(&flat, AdamWOptions{0.9, 0.98, 1e-8, 0.5});
+  flat.ZeroGrad();  // Zero gradients: only the decay moves parameters.
+  adam.Step(0.1);
+  auto w = net.fc->weight, b = net.fc->bias;
+  EXPECT_TRUE(torch::allclose(w, before.narrow(0, 0, 24).view({4, 6}) * (1 - 0.1 * 0.5)));
+  EXPECT_TRUE(torch::equal(b, before.narrow(0, 24, 4)));
+}
+
+TEST(AdamWTest, ExportImportRoundTrip) {
+  torch::manual_seed(2);
+  Net net;
+  FlatParameters flat(net);
+  AdamW adam(&flat, {});
+  flat.ZeroGrad();
+  net.forward(torch::randn({3, 6})).sum().backward();
+  adam.Step(1e-3);
+  auto state = adam.ExportState();
+  ASSERT_EQ(state.size(), 8u);
+  EXPECT_EQ(state[0].first, "exp_avg.fc.weight");
+  Net other;
+  FlatParameters other_flat(other);
+  AdamW restored(&other_flat, {});
+  ASSERT_TRUE(restored.ImportState(state, adam.step_count()).ok());
+  EXPECT_TRUE(torch::equal(restored.exp_avg(), adam.exp_avg()));
+  EXPECT_TRUE(torch::equal(restored.exp_avg_sq(), adam.exp_avg_sq()));
+  state.pop_back();
+  EXPECT_FALSE(restored.ImportState(state, 1).ok());
+}
+
+TEST(FlatParametersTest, ParametersAndGradientsAreViewsOfTheFlatBuffers) {
+  Net net;
+  FlatParameters flat(net);
+  EXPECT_EQ(flat.numel(), 6 * 4 + 4 + 4 * 3 + 3);
+  flat.ZeroGrad();
+  net.forward(torch::randn({2, 6})).sum().backward();
+  EXPECT_GT(flat.grads().abs().sum().item<double>(), 0.0);
+  EXPECT_TRUE(torch::equal(net.out->bias.grad(), flat.grads().narrow(0, 40, 3)));
+  flat.values().fill_(0.25);
+  EXPECT_TRUE(net.fc->weight.eq(0.25).all().item<bool>());
+  flat.ZeroGrad();
+  EXPECT_TRUE(net.fc->weight.grad().eq(0).all().item<bool>());
+}
+
+TEST(ScheduleTest, InverseSqrtWithLinearWarmup) {
+  EXPECT_NEAR(InverseSqrtLearningRate(1, 1e-3, 100, 0.0), 1e-5, 1e-12);
+  EXPECT_NEAR(InverseSqrtLearningRate(50, 1e-3, 100, 0.0), 5e-4, 1e-12);
+  EXPECT_NEAR(InverseSqrtLearningRate(100, 1e-3, 100, 0.0), 1e-3, 1e-12);
+  EXPECT_NEAR(InverseSqrtLearningRate(400, 1e-3, 100, 0.0), 5e-4, 1e-12);
+  EXPECT_NEAR(InverseSqrtLearningRate(7, 2e-3, 0, 0.0), 2e-3, 1e-12);
+}
+
+}  // namespace
+}  // namespace deepnet::worker

@@ -1,0 +1,208 @@
+#include "worker/trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/worker/test_util.h"
+
+namespace deepnet::worker {
+namespace {
+
+using testing::TempDir;
+
+JobConfig SmallJob(const std::string& checkpoint_dir) {
+  JobConfig c;
+  c.model = model::DeepNetConfig()
+                .encoder_layers(2)
+                .decoder_layers(2)
+                .d_model(32)
+                .heads(4)
+                .ffn_dim(64)
+                .vocab_size(0)
+                .dropout(0.1)
+                .attention_dropout(0.1)
+                .max_positions(64);
+  c.data.synthetic.languages = {"rev", "cap"};
+  c.data.synthetic.pairs_per_language = 150;
+  c.data.synthetic.max_words = 5;
+  c.data.max_tokens = 300;
+  c.data.max_len = 60;
+  c.data.valid_fraction = 0.05;
+  c.optim.lr = 2e-3;
+  c.optim.warmup_steps = 5;
+  c.optim.clip_norm = 1.0;
+  c.optim.weight_decay = 0.01;
+  c.train.max_steps = 12;
+  c.train.log_every = 1;
+  c.train.probe_every = 3;
+  c.train.seed = 3;
+  c.checkpoint.dir = checkpoint_dir;
+  c.checkpoint.every_steps = 6;
+  c.checkpoint.keep_last = 0;
+  return c;
+}
+
+TrainSummary Train(const JobConfig& config, std::ostream* out = nullptr) {
+  TrainerIo io;
+  io.out = out;
+  auto trainer = Trainer::Create(config, io);
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  if (!trainer.ok()) return {};
+  auto summary = (*trainer)->Run();
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return summary.ok() ? *summary : TrainSummary{};
+}
+
+std::map<std::string, torch::Tensor> FinalParameters(const std::string& dir) {
+  CheckpointStoreOptions options;
+  options.dir = dir;
+  auto store = CheckpointStore::Open(options);
+  EXPECT_TRUE(store.ok());
+  auto ckpt = (*store)->LoadLatest();
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, t] : ckpt->files.at("model.bin")) out[name] = t;
+  for (const auto& [name, t] : ckpt->files.at("optimizer.bin")) out[name] = t;
+  return out;
+}
+
+TEST(TrainerTest, ResumeReproducesTheUninterruptedRunBitForBit) {
+  torch::set_num_threads(1);
+  TempDir a, b;
+  // Uninterrupted: 12 steps (checkpoints at 6 and 12).
+  const TrainSummary full = Train(SmallJob(a.path()));
+  ASSERT_EQ(full.losses.size(), 12u);
+  // Interrupted after 6 steps, then resumed to 12 by a fresh trainer (fresh RNG state).
+  JobConfig first = SmallJob(b.path());
+  first.train.max_steps = 6;
+  Train(first);
+  torch::manual_seed(12345);  // Disturb the global generator: the checkpoint must restore it.
+  const TrainSummary resumed = Train(SmallJob(b.path()));
+  ASSERT_EQ(resumed.start_step, 6);
+  ASSERT_EQ(resumed.losses.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(resumed.losses[i], full.losses[6 + i]) << "step " << 7 + i;  // Exact equality.
+  }
+  auto pa = FinalParameters(a.path()), pb = FinalParameters(b.path());
+  ASSERT_EQ(pa.size(), pb.size());
+  for (const auto& [name, t] : pa) EXPECT_TRUE(torch::equal(t, pb.at(name))) << name;
+}
+
+TEST(TrainerTest, CorruptLatestCheckpointFallsBackToThePreviousOne) {
+  TempDir dir;
+  Train(SmallJob(dir.path()));  // Checkpoints at steps 6 and 12.
+  const std::string victim = dir / "step_000000012/model.bin";
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(100);
+    c ^= 0x5a;
+    f.write(&c, 1);
+  }
+  TrainerIo io;
+  auto trainer = Trainer::Create(SmallJob(dir.path()), io);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  EXPECT_EQ((*trainer)->step(), 6);
+  auto summary = (*trainer)->Run();
+  ASSERT_TRUE(summary.ok());
+  ASSERT_EQ(summary->rejected_checkpoints.size(), 1u);
+  EXPECT_NE(summary->rejected_checkpoints[0].find("model.bin"), std::string::npos)
+      << summary->rejected_checkpoints[0];
+  EXPECT_EQ(summary->final_step, 12);
+}
+
+TEST(TrainerTest, TruncatedCheckpointIsRejected) {
+  TempDir dir;
+  JobConfig c = SmallJob(dir.path());
+  Train(c);
+  std::filesystem::resize_file(dir / "step_000000012/optimizer.bin", 64);
+  auto trainer = Trainer::Create(c, TrainerIo{});
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  EXPECT_EQ((*trainer)->step(), 6);
+}
+
+TEST(TrainerTest, RefusesToResumeACheckpointOfAnotherShape) {
+  TempDir dir;
+  JobConfig c = SmallJob(dir.path());
+  c.train.max_steps = 6;
+  Train(c);
+  c.model.d_model(64);
+  auto trainer = Trainer::Create(c, TrainerIo{});
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(trainer.status()));
+  EXPECT_NE(trainer.status().message().find("d_model"), std::string::npos);
+}
+
+TEST(TrainerTest, LossFallsAndProgressCarriesEveryField) {
+  TempDir dir;
+  JobConfig c = SmallJob("");
+  c.train.max_steps = 40;
+  c.train.log_every = 5;
+  c.train.probe_every = 10;
+  c.train.valid_every = 20;
+  c.model.dropout(0.0).attention_dropout(0.0);
+  std::ostringstream out;
+  TrainerIo io;
+  io.out = &out;
+  io.format = LogFormat::kJson;
+  auto trainer = Trainer::Create(c, io);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto summary = (*trainer)->Run();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += summary->losses[i] / 5, last += summary->losses[35 + i] / 5;
+  EXPECT_LT(last, first - 1.0);
+  ASSERT_TRUE(summary->last_valid.has_value());
+  EXPECT_GT(summary->last_valid->tokens, 0);
+
+  int steps = 0, valids = 0, probes = 0;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == "step") {
+      ++steps;
+      for (const char* key : {"loss", "nll", "ppl", "lr", "grad_norm", "tokens_per_s", "eta_s"}) {
+        EXPECT_TRUE(j.contains(key)) << key;
+      }
+      if (!j["update_norm"].is_null()) {
+        ++probes;
+        EXPECT_GT(j["update_norm"].get<double>(), 0.0);
+      }
+    }
+    if (j["event"] == "valid") ++valids;
+  }
+  EXPECT_EQ(steps, 8);
+  EXPECT_EQ(probes, 4);
+  EXPECT_EQ(valids, 2);
+}
+
+TEST(TrainerTest, BadDataPathIsNamed) {
+  JobConfig c = SmallJob("");
+  c.data.source = "tsv";
+  c.data.train_path = "/nonexistent/train.tsv";
+  auto trainer = Trainer::Create(c, TrainerIo{});
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_NE(trainer.status().message().find("/nonexistent/train.tsv"), std::string::npos);
+}
+
+TEST(TrainerTest, StopFlagEndsTheRunBeforeTheNextStep) {
+  TempDir dir;
+  std::atomic<bool> stop{true};
+  TrainerIo io;
+  io.stop = &stop;
+  auto trainer = Trainer::Create(SmallJob(dir.path()), io);
+  ASSERT_TRUE(trainer.ok());
+  auto summary = (*trainer)->Run();
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->stop_reason, "signal");
+  EXPECT_EQ(summary->final_step, 0);
+}
+
+}  // namespace
+}  // namespace deepnet::worker
