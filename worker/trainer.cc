@@ -330,6 +330,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       m.max_steps = tc.max_steps;
       m.elapsed_s = Seconds(start);
       m.eta_s = secs / recent.size() * static_cast<double>(tc.max_steps - step_);
+      if (tc.max_minutes > 0.0) m.eta_s = std::min(m.eta_s, tc.max_minutes * 60.0 - m.elapsed_s);
       if (tc.probe_every > 0 && probe_f0_.defined() && step_ % tc.probe_every == 0) {
         m.update_norm = (ProbeOutput() - probe_f0_).norm().item<double>();
       }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs every Debian package DeepNet needs (without prompts), then configures and builds it
+# (CMake, Release, Ninja, ccache). Safe to run again: installed packages are skipped and the
+# build is incremental.
+#
+#   bash scripts/setup.sh            # install + build into ./build
+#   BUILD_DIR=out bash scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+BUILD_TYPE=${BUILD_TYPE:-Release}
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libtorch-dev            # LibTorch 1.13 (CPU)
+  libopenblas0-pthread    # without it LibTorch's matmuls use reference BLAS (~35x slower)
+  libgloo-dev             # c10d's Gloo headers need it
+  libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libssl-dev
+  libgtest-dev libgmock-dev googletest
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libopenmpi-dev openmpi-bin prometheus-cpp-dev libsqlite3-dev
+  libsentencepiece-dev sentencepiece
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "[setup] installing ${#missing[@]} packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "[setup] all ${#PACKAGES[@]} packages present"
+fi
+
+# OpenBLAS must be the BLAS LibTorch loads (it is the highest-priority alternative once installed).
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
+case "$blas" in
+  *openblas*) ;;
+  *) echo "[setup] warning: libblas.so.3 is $blas, not OpenBLAS: matrix products will be slow" >&2 ;;
+esac
+
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+ccache --max-size=5G >/dev/null 2>&1 || true
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+echo "[setup] built into $BUILD_DIR"
