@@ -12,7 +12,7 @@ DEEPNET="$BUILD_DIR/worker/deepnet"
 
 echo
 echo "== The model: alpha/beta and sizes (deepnet inspect) =="
-"$DEEPNET" inspect --config examples/demo.yaml --vocab-size 265
+"$DEEPNET" inspect --config examples/demo.yaml --vocab-size 265  # bytes + specials + 5 language tags
 
 echo
 echo "== Training for up to $MINUTES minutes (checkpoints in $RUN_DIR) =="
@@ -21,7 +21,7 @@ echo "== Training for up to $MINUTES minutes (checkpoints in $RUN_DIR) =="
 
 echo
 echo "== Translating with the latest checkpoint =="
-sentences=$'the small cat sat on the warm mat\ngood morning my friend\nplease open the window'
+sentences=$'the small cat sat\ngood morning my friend\nopen the window'
 for lang in cp cap rev pig gr; do
   echo "-- to <2$lang>:"
   paste -d'\t' <(printf '%s\n' "$sentences") \
