@@ -49,6 +49,7 @@ void ReadModel(YamlMapReader r, model::DeepNetConfig* m) {
 
 void ReadData(YamlMapReader r, DataConfig* d) {
   r.String("source", &d->source);
+  r.String("shard_dir", &d->shard_dir);
   YamlMapReader synthetic = r.Section("synthetic");
   synthetic.StringList("languages", &d->synthetic.languages);
   synthetic.Int("pairs_per_language", &d->synthetic.pairs_per_language);
@@ -65,6 +66,8 @@ void ReadData(YamlMapReader r, DataConfig* d) {
   r.Int("max_tokens", &d->max_tokens);
   r.Int("max_sentences", &d->max_sentences);
   r.Int("max_len", &d->max_len);
+  r.Double("temperature", &d->temperature);
+  r.Int("prefetch", &d->prefetch);
   r.Finish();
 }
 
@@ -191,10 +194,15 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.Positive("model.layer_norm_eps", m.layer_norm_eps());
 
   const DataConfig& d = c.data;
-  check.OneOf("data.source", d.source, {"synthetic", "tsv"});
+  check.OneOf("data.source", d.source, {"synthetic", "tsv", "shards"});
   if (d.source == "tsv" && d.train_path.empty()) {
     problems->Add("data.train_path", "must be set when data.source is tsv");
   }
+  if (d.source == "shards" && d.shard_dir.empty()) {
+    problems->Add("data.shard_dir", "must be set when data.source is shards");
+  }
+  check.Positive("data.temperature", d.temperature);
+  check.AtLeast("data.prefetch", d.prefetch, 1);
   if (absl::Status s = data::ValidateSyntheticTask(d.synthetic); !s.ok()) {
     problems->Add("", absl::StrCat("data.synthetic.", s.message()));
   }
@@ -389,6 +397,7 @@ std::string DumpJobConfig(const JobConfig& c) {
   const DataConfig& d = c.data;
   out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
   Emit(out, "source", d.source);
+  Emit(out, "shard_dir", d.shard_dir);
   out << YAML::Key << "synthetic" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "languages" << YAML::Value << YAML::Flow << d.synthetic.languages;
   Emit(out, "pairs_per_language", d.synthetic.pairs_per_language);
@@ -405,6 +414,8 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "max_tokens", d.max_tokens);
   Emit(out, "max_sentences", d.max_sentences);
   Emit(out, "max_len", d.max_len);
+  EmitDouble(out, "temperature", d.temperature);
+  Emit(out, "prefetch", d.prefetch);
   out << YAML::EndMap;
 
   const OptimConfig& o = c.optim;

@@ -12,8 +12,11 @@ namespace deepnet::worker {
 
 /// Where training text comes from and how it is batched.
 struct DataConfig {
-  // "synthetic" (generated multilingual task, see data/synthetic_task.h) or "tsv".
+  // "synthetic" (generated multilingual task, see data/synthetic_task.h), "tsv", or "shards"
+  // (binarised shards and SentencePiece model made by `deepnet data prepare`, in shard_dir).
   std::string source = "synthetic";
+  // Folder with shards.json, spm.model and <split>.<src>-<tgt>.bin (source: shards).
+  std::string shard_dir;
   data::SyntheticTaskOptions synthetic;
   // TSV training file (source: tsv); lines `src<TAB>tgt` or `sl<TAB>tl<TAB>src<TAB>tgt`.
   std::string train_path;
@@ -32,6 +35,10 @@ struct DataConfig {
   int64_t max_sentences = 0;
   // Longest example in tokens (tag and EOS included); longer pairs are dropped. 0: no limit.
   int64_t max_len = 256;
+  // Language pairs are sampled with probability ∝ (n_p / N)^(1/temperature); > 0.
+  double temperature = 5.0;
+  // Batches the loader thread prepares ahead of training; >= 1.
+  int64_t prefetch = 4;
 };
 
 struct OptimConfig {

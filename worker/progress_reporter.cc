@@ -62,7 +62,8 @@ void ProgressReporter::Step(const StepMetrics& m) {
                         {"ppl", Perplexity(m.nll)}, {"lr", m.lr},
                         {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s},
                         {"src_tokens", m.src_tokens}, {"tgt_tokens", m.tgt_tokens},
-                        {"elapsed_s", m.elapsed_s}, {"eta_s", m.eta_s}};
+                        {"elapsed_s", m.elapsed_s}, {"eta_s", m.eta_s},
+                        {"data_wait_s", m.data_wait_s}};
     j["update_norm"] = m.update_norm ? nlohmann::json(*m.update_norm) : nlohmann::json(nullptr);
     *out_ << j.dump() << "\n" << std::flush;
     return;

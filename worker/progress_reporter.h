@@ -23,6 +23,7 @@ struct StepMetrics {
   std::optional<double> update_norm;  // ||F(x, theta_i) - F(x, theta_0)|| on the probe batch.
   double elapsed_s = 0.0;
   double eta_s = 0.0;
+  double data_wait_s = 0.0;  // Time this step waited for its batches.
 };
 
 struct ValidMetrics {

@@ -4,10 +4,13 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <deque>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "model/initialization.h"
 #include "model/loss.h"
 #include "model/model_stats.h"
@@ -85,6 +88,15 @@ absl::Status Trainer::Setup() {
   auto data = LoadTrainingData(config_.data);
   if (!data.ok()) return data.status();
   data_ = *std::move(data);
+  if (!data_.tokenizer_model_path.empty()) {
+    std::ifstream in(data_.tokenizer_model_path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      return absl::NotFoundError("cannot read tokenizer model " + data_.tokenizer_model_path);
+    }
+    tokenizer_model_ = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+    std::memcpy(tokenizer_model_.data_ptr(), bytes.data(), bytes.size());
+  }
   auto& mc = config_.model;
   const int64_t vocab = data_.tokenizer->vocab_size();
   if (mc.vocab_size() == 0) mc.vocab_size(vocab);
@@ -94,8 +106,10 @@ absl::Status Trainer::Setup() {
   }
   mc.pad_id(data_.tokenizer->pad_id());
   int64_t longest = 0;
-  for (const auto& ex : data_.train) {
-    longest = std::max<int64_t>(longest, std::max(ex.src.size(), ex.tgt.size()));
+  for (const auto& pair : data_.pairs) {
+    for (const auto& ex : pair.train) {
+      longest = std::max<int64_t>(longest, std::max(ex.src.size(), ex.tgt.size()));
+    }
   }
   if (longest > mc.max_positions()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -119,14 +133,19 @@ absl::Status Trainer::Setup() {
   adam.weight_decay = config_.optim.weight_decay;
   optimizer_ = std::make_unique<AdamW>(flat_.get(), adam);
 
-  data::TokenBatcherOptions batching;
-  batching.max_tokens = config_.data.max_tokens;
-  batching.max_sentences = config_.data.max_sentences;
-  batching.seed = config_.train.seed;
-  batcher_ = std::make_unique<data::TokenBatcher>(&data_.train, batching);
+  data::MultilingualStreamOptions stream_options;
+  stream_options.temperature = config_.data.temperature;
+  stream_options.seed = config_.train.seed;
+  stream_options.batching.max_tokens = config_.data.max_tokens;
+  stream_options.batching.max_sentences = config_.data.max_sentences;
+  std::vector<const std::vector<data::TokenizedExample>*> train_sets;
+  for (const auto& pair : data_.pairs) train_sets.push_back(&pair.train);
+  stream_ = std::make_unique<data::MultilingualBatchStream>(train_sets, stream_options);
+  consumed_state_ = stream_->state();
 
-  // The probe batch: the first validation pairs (training pairs when there are none).
-  const auto& probe_set = data_.valid.empty() ? data_.train : data_.valid;
+  // The probe batch: the first validation pairs of the first language pair (its training
+  // pairs when it has no validation set).
+  const auto& probe_set = ProbeSet();
   for (int64_t i = 0; i < std::min<int64_t>(config_.train.probe_sentences, probe_set.size()); ++i) {
     probe_indices_.push_back(i);
   }
@@ -181,8 +200,15 @@ absl::Status Trainer::Resume(const Checkpoint& ckpt) {
     return s;
   }
   step_ = ckpt.step;
-  batcher_->Seek({meta.at("data_cursor").at("epoch").get<int64_t>(),
-                  meta.at("data_cursor").at("batch").get<int64_t>()});
+  data::StreamState stream_state;
+  stream_state.position = meta.at("data_stream").at("position").get<int64_t>();
+  for (const auto& c : meta.at("data_stream").at("pair_cursors")) {
+    stream_state.pair_cursors.push_back({c.at(0).get<int64_t>(), c.at(1).get<int64_t>()});
+  }
+  if (auto s = stream_->Restore(stream_state); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint step ", ckpt.step, ": ", s.message()));
+  }
+  consumed_state_ = stream_state;
   torch::Tensor rng = ckpt.Find("rng.cpu");
   if (!rng.defined()) return absl::NotFoundError("checkpoint lacks rng.cpu");
   SetCpuGeneratorState(rng);
@@ -192,8 +218,13 @@ absl::Status Trainer::Resume(const Checkpoint& ckpt) {
   return absl::OkStatus();
 }
 
+const std::vector<data::TokenizedExample>& Trainer::ProbeSet() const {
+  const LanguagePair& first = data_.pairs.front();
+  return first.valid.empty() ? first.train : first.valid;
+}
+
 torch::Tensor Trainer::ProbeOutput() {
-  const auto& set = data_.valid.empty() ? data_.train : data_.valid;
+  const auto& set = ProbeSet();
   BatchTensors batch = MakeBatch(set, probe_indices_, {data_.tokenizer->pad_id(), data_.tokenizer->bos_id()}, device_);
   torch::NoGradGuard no_grad;
   const bool was_training = model_->is_training();
@@ -213,9 +244,20 @@ StepMetrics Trainer::TrainStep() {
   const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
   std::vector<BatchTensors> micro;
   int64_t tgt_tokens = 0;
+  last_data_wait_s_ = 0.0;
   for (int64_t i = 0; i < config_.optim.accum_steps; ++i) {
-    micro.push_back(MakeBatch(data_.train, batcher_->Next(), ids, device_));
-    tgt_tokens += micro.back().tgt_tokens;
+    double waited = 0.0;
+    PreparedBatch prepared = prefetcher_->Pop(&waited);
+    last_data_wait_s_ += waited;
+    consumed_state_ = std::move(prepared.state_after);
+    BatchTensors batch = std::move(prepared.tensors);
+    if (device_ != torch::kCPU) {
+      batch.src = batch.src.to(device_);
+      batch.tgt_in = batch.tgt_in.to(device_);
+      batch.tgt_out = batch.tgt_out.to(device_);
+    }
+    tgt_tokens += batch.tgt_tokens;
+    micro.push_back(std::move(batch));
   }
   flat_->ZeroGrad();
   StepMetrics m;
@@ -249,22 +291,25 @@ StepMetrics Trainer::TrainStep() {
 ValidMetrics Trainer::Validate() {
   ValidMetrics v;
   v.step = step_;
-  if (data_.valid.empty()) return v;
+  if (data_.valid_examples() == 0) return v;
   data::TokenBatcherOptions options;
   options.max_tokens = config_.data.max_tokens;
   options.shuffle = false;
-  data::TokenBatcher batches(&data_.valid, options);
   torch::NoGradGuard no_grad;
   model_->eval();
   double loss = 0.0, nll = 0.0;
   const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
-  for (const auto& indices : batches.batches()) {
-    BatchTensors batch = MakeBatch(data_.valid, indices, ids, device_);
-    auto out = model::LabelSmoothedCrossEntropy(model_->forward(batch.src, batch.tgt_in),
-                                                batch.tgt_out, config_.optim.label_smoothing, ids.pad);
-    loss += out.loss.item<double>();
-    nll += out.nll.item<double>();
-    v.tokens += out.tokens;
+  for (const auto& pair : data_.pairs) {
+    data::TokenBatcher batches(&pair.valid, options);
+    for (const auto& indices : batches.batches()) {
+      BatchTensors batch = MakeBatch(pair.valid, indices, ids, device_);
+      auto out = model::LabelSmoothedCrossEntropy(model_->forward(batch.src, batch.tgt_in),
+                                                  batch.tgt_out, config_.optim.label_smoothing,
+                                                  ids.pad);
+      loss += out.loss.item<double>();
+      nll += out.nll.item<double>();
+      v.tokens += out.tokens;
+    }
   }
   model_->train();
   v.loss = loss / std::max<int64_t>(1, v.tokens);
@@ -283,11 +328,14 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint() {
   auto& state = ckpt.files["trainer.bin"];
   state.emplace_back("rng.cpu", CpuGeneratorState());
   if (probe_f0_.defined()) state.emplace_back("probe.f0", probe_f0_);
-  const auto& cursor = batcher_->cursor();
+  // The tokenizer travels with the weights: translate/eval need nothing but the checkpoint.
+  if (tokenizer_model_.defined()) state.emplace_back("tokenizer.model", tokenizer_model_);
+  nlohmann::json cursors = nlohmann::json::array();
+  for (const auto& c : consumed_state_.pair_cursors) cursors.push_back({c.epoch, c.batch});
   ckpt.metadata = {{"optimizer_steps", optimizer_->step_count()},
-                   {"data_cursor", {{"epoch", cursor.epoch}, {"batch", cursor.batch}}},
+                   {"data_stream", {{"position", consumed_state_.position}, {"pair_cursors", cursors}}},
                    {"model", ModelShape(config_.model)},
-                   {"tokenizer", config_.data.tokenizer},
+                   {"tokenizer", data_.tokenizer_kind},
                    {"languages", data_.languages},
                    {"job_config", DumpJobConfig(config_)}};
   return store_->Save(ckpt);
@@ -299,9 +347,16 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.rejected_checkpoints = rejected_;
   const auto& tc = config_.train;
   reporter_->Event("start", absl::StrCat(config_.name, ": ", model::DescribeShape(config_.model),
-                                         ", ", data_.train.size(), " train / ", data_.valid.size(),
-                                         " valid pairs, ", data_.languages.size(), " languages, from step ",
-                                         step_, " to ", tc.max_steps));
+                                         ", ", data_.train_examples(), " train / ",
+                                         data_.valid_examples(), " valid pairs in ",
+                                         data_.pairs.size(), " directions, from step ", step_,
+                                         " to ", tc.max_steps));
+  std::vector<const std::vector<data::TokenizedExample>*> train_sets;
+  for (const auto& pair : data_.pairs) train_sets.push_back(&pair.train);
+  prefetcher_ = std::make_unique<BatchPrefetcher>(
+      stream_.get(), train_sets, SpecialIds{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()},
+      static_cast<size_t>(config_.data.prefetch));
+  prefetcher_->Start();
   const auto start = Clock::now();
   std::deque<std::pair<double, int64_t>> recent;  // (seconds, tokens) of recent steps
   int64_t last_saved = -1;
@@ -321,6 +376,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
         return absl::InternalError(absl::StrCat("step ", m.step, ": loss is ", m.loss,
                                                 " (diverged); last checkpoint: ", summary.last_checkpoint));
       }
+      summary.data_wait_s += last_data_wait_s_;
+      if (last_data_wait_s_ > 1e-3) ++summary.steps_waited_for_data;
+      m.data_wait_s = last_data_wait_s_;
       recent.emplace_back(Seconds(step_start), m.src_tokens + m.tgt_tokens);
       if (recent.size() > 20) recent.pop_front();
       double secs = 0.0;
@@ -350,7 +408,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       }
     }
     if (summary.stop_reason.empty()) summary.stop_reason = "max_steps";
-    if (!data_.valid.empty() && (tc.valid_every > 0 || summary.stop_reason == "max_steps") &&
+    if (data_.valid_examples() > 0 && (tc.valid_every > 0 || summary.stop_reason == "max_steps") &&
         (!summary.last_valid || summary.last_valid->step != step_)) {
       summary.last_valid = Validate();
       reporter_->Valid(*summary.last_valid);
@@ -367,8 +425,13 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     return absl::InternalError(absl::StrCat("step ", step_ + 1, ": ", e.what()));
   }
   summary.final_step = step_;
+  prefetcher_.reset();  // Joins the loader thread.
+  const int64_t steps_run = step_ - summary.start_step;
   reporter_->Event("stop", absl::StrCat("step ", step_, " (", summary.stop_reason, ") after ",
-                                        FormatDuration(Seconds(start))));
+                                        FormatDuration(Seconds(start)), "; ",
+                                        summary.steps_waited_for_data, " of ", steps_run,
+                                        " steps waited for data (",
+                                        absl::StrFormat("%.3f", summary.data_wait_s), " s)"));
   return summary;
 }
 

@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "data/token_batcher.h"
+#include "data/multilingual_stream.h"
 #include "model/deepnet.h"
 #include "worker/adamw.h"
+#include "worker/batch_prefetcher.h"
 #include "worker/checkpoint.h"
 #include "worker/flat_parameters.h"
 #include "worker/job_config.h"
@@ -39,6 +40,9 @@ struct TrainSummary {
   std::optional<ValidMetrics> last_valid;
   std::string last_checkpoint;  // Folder of the last checkpoint written, if any.
   std::vector<std::string> rejected_checkpoints;  // Skipped on resume, with reasons.
+  // Steps of this run that had to wait more than 1 ms for a batch, and the total wait.
+  int64_t steps_waited_for_data = 0;
+  double data_wait_s = 0.0;
 };
 
 /// Single-process DeepNet training: AdamW with inverse-sqrt warm-up schedule, gradient
@@ -66,6 +70,7 @@ class Trainer {
   StepMetrics TrainStep();
   ValidMetrics Validate();
   torch::Tensor ProbeOutput();
+  const std::vector<data::TokenizedExample>& ProbeSet() const;
   absl::StatusOr<std::string> SaveCheckpoint();
 
   JobConfig config_;
@@ -77,10 +82,14 @@ class Trainer {
   model::DeepNet model_{nullptr};
   std::unique_ptr<FlatParameters> flat_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<data::TokenBatcher> batcher_;
+  std::unique_ptr<data::MultilingualBatchStream> stream_;
+  std::unique_ptr<BatchPrefetcher> prefetcher_;  // Started by Run(); owns stream_ from then.
+  data::StreamState consumed_state_;  // Stream state after the last batch trained on.
+  double last_data_wait_s_ = 0.0;     // Wait of the last step.
   std::unique_ptr<CheckpointStore> store_;
   std::vector<int64_t> probe_indices_;
   torch::Tensor probe_f0_;  // F(x, theta_0) on the probe batch.
+  torch::Tensor tokenizer_model_;  // SentencePiece model bytes (uint8), saved in checkpoints.
   int64_t step_ = 0;
   std::vector<std::string> rejected_;
 };

@@ -1,13 +1,143 @@
 #include "worker/training_data.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "data/byte_tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data/synthetic_task.h"
+#include "data/token_shard.h"
 
 namespace deepnet::worker {
+namespace {
+
+using PairKey = std::pair<std::string, std::string>;
+
+// Reads the untokenized train/valid text of a synthetic or TSV job.
+absl::Status ReadText(const DataConfig& config, std::vector<data::ParallelExample>* train,
+                      std::vector<data::ParallelExample>* valid) {
+  if (config.source == "synthetic") {
+    if (auto status = data::ValidateSyntheticTask(config.synthetic); !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("data.synthetic.", status.message()));
+    }
+    *train = data::GenerateSyntheticCorpus(config.synthetic);
+  } else if (config.source == "tsv") {
+    auto corpus = data::ReadTsvCorpus(config.train_path, config.src_lang, config.tgt_lang);
+    if (!corpus.ok()) return corpus.status();
+    *train = *std::move(corpus);
+    if (!config.valid_path.empty()) {
+      auto v = data::ReadTsvCorpus(config.valid_path, config.src_lang, config.tgt_lang);
+      if (!v.ok()) return v.status();
+      *valid = *std::move(v);
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("data.source: unknown source '", config.source,
+                                                   "' (allowed: synthetic, tsv, shards)"));
+  }
+  if (train->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data: the training corpus is empty",
+        config.source == "tsv" ? " (" + config.train_path + ")" : ""));
+  }
+  if (config.valid_path.empty()) {
+    std::vector<data::ParallelExample> kept;
+    for (auto& ex : *train) {
+      (InValidationSplit(ex.src, config.valid_fraction) ? *valid : kept).push_back(std::move(ex));
+    }
+    *train = std::move(kept);
+  }
+  return absl::OkStatus();
+}
+
+// Drops examples longer than max_len (0: no limit); returns how many were dropped.
+int64_t DropLong(std::vector<data::TokenizedExample>* examples, int64_t max_len) {
+  if (max_len <= 0) return 0;
+  const size_t before = examples->size();
+  examples->erase(std::remove_if(examples->begin(), examples->end(),
+                                 [&](const data::TokenizedExample& ex) {
+                                   return static_cast<int64_t>(ex.src.size()) > max_len ||
+                                          static_cast<int64_t>(ex.tgt.size()) > max_len;
+                                 }),
+                  examples->end());
+  return static_cast<int64_t>(before - examples->size());
+}
+
+// source: shards — the folder `deepnet data prepare` wrote: shards.json, spm.model, *.bin.
+absl::StatusOr<TrainingData> LoadShards(const DataConfig& config) {
+  namespace fs = std::filesystem;
+  const fs::path dir(config.shard_dir);
+  const std::string index_path = (dir / "shards.json").string();
+  std::ifstream in(index_path);
+  if (!in) return absl::NotFoundError(absl::StrCat("data.shard_dir: cannot read ", index_path));
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": ", e.what()));
+  }
+  TrainingData out;
+  out.tokenizer_kind = "sentencepiece";
+  out.tokenizer_model_path = (dir / index.value("tokenizer", "spm.model")).string();
+  auto spm = data::SentencePieceTokenizer::Load(out.tokenizer_model_path);
+  if (!spm.ok()) return spm.status();
+  const std::string fingerprint = index.value("fingerprint", "");
+  if ((*spm)->ModelFingerprint() != fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        out.tokenizer_model_path, " does not match ", index_path, " (fingerprint ",
+        (*spm)->ModelFingerprint(), " vs ", fingerprint, ")"));
+  }
+  const int32_t vocab = (*spm)->vocab_size();
+  out.languages = (*spm)->Languages();
+  std::map<PairKey, LanguagePair> pairs;
+  try {
+    for (const auto& shard : index.at("shards")) {
+      const std::string split = shard.at("split").get<std::string>();
+      if (split != "train" && split != "valid") continue;
+      const std::string path = (dir / shard.at("file").get<std::string>()).string();
+      auto opened = data::TokenShard::Open(path, vocab, fingerprint);
+      if (!opened.ok()) return opened.status();
+      const PairKey key{shard.at("src_lang").get<std::string>(), shard.at("tgt_lang").get<std::string>()};
+      LanguagePair& pair = pairs[key];
+      pair.src_lang = key.first;
+      pair.tgt_lang = key.second;
+      auto& examples = split == "train" ? pair.train : pair.valid;
+      examples = opened->ReadAll();
+      out.dropped += DropLong(&examples, config.max_len);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": ", e.what()));
+  }
+  for (auto& [key, pair] : pairs) {
+    if (!pair.train.empty()) out.pairs.push_back(std::move(pair));
+  }
+  if (out.pairs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("data.shard_dir: ", index_path,
+                                                   " lists no non-empty training shard"));
+  }
+  out.tokenizer = *std::move(spm);
+  return out;
+}
+
+}  // namespace
+
+int64_t TrainingData::train_examples() const {
+  int64_t n = 0;
+  for (const auto& p : pairs) n += static_cast<int64_t>(p.train.size());
+  return n;
+}
+
+int64_t TrainingData::valid_examples() const {
+  int64_t n = 0;
+  for (const auto& p : pairs) n += static_cast<int64_t>(p.valid.size());
+  return n;
+}
 
 absl::StatusOr<std::unique_ptr<data::Tokenizer>> MakeTokenizer(
     const std::string& kind, const std::vector<std::string>& languages) {
@@ -25,54 +155,40 @@ bool InValidationSplit(const std::string& source, double valid_fraction) {
 }
 
 absl::StatusOr<TrainingData> LoadTrainingData(const DataConfig& config) {
+  if (config.source == "shards") return LoadShards(config);
   std::vector<data::ParallelExample> train_text, valid_text;
-  if (config.source == "synthetic") {
-    if (auto status = data::ValidateSyntheticTask(config.synthetic); !status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("data.synthetic.", status.message()));
-    }
-    train_text = data::GenerateSyntheticCorpus(config.synthetic);
-  } else if (config.source == "tsv") {
-    auto corpus = data::ReadTsvCorpus(config.train_path, config.src_lang, config.tgt_lang);
-    if (!corpus.ok()) return corpus.status();
-    train_text = *std::move(corpus);
-    if (!config.valid_path.empty()) {
-      auto valid = data::ReadTsvCorpus(config.valid_path, config.src_lang, config.tgt_lang);
-      if (!valid.ok()) return valid.status();
-      valid_text = *std::move(valid);
-    }
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.source: unknown source '", config.source, "' (allowed: synthetic, tsv)"));
-  }
-  if (train_text.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data: the training corpus is empty", config.source == "tsv" ? " (" + config.train_path + ")" : ""));
-  }
-  if (config.valid_path.empty()) {
-    std::vector<data::ParallelExample> kept;
-    for (auto& ex : train_text) {
-      (InValidationSplit(ex.src, config.valid_fraction) ? valid_text : kept).push_back(std::move(ex));
-    }
-    train_text = std::move(kept);
-  }
+  if (auto status = ReadText(config, &train_text, &valid_text); !status.ok()) return status;
 
   std::set<std::string> langs;
-  for (const auto& ex : train_text) langs.insert(ex.tgt_lang);
-  for (const auto& ex : valid_text) langs.insert(ex.tgt_lang);
+  std::map<PairKey, std::pair<std::vector<data::ParallelExample>, std::vector<data::ParallelExample>>>
+      by_pair;
+  for (auto& ex : train_text) {
+    langs.insert(ex.tgt_lang);
+    by_pair[{ex.src_lang, ex.tgt_lang}].first.push_back(std::move(ex));
+  }
+  for (auto& ex : valid_text) {
+    langs.insert(ex.tgt_lang);
+    by_pair[{ex.src_lang, ex.tgt_lang}].second.push_back(std::move(ex));
+  }
   TrainingData out;
+  out.tokenizer_kind = config.tokenizer;
   out.languages.assign(langs.begin(), langs.end());
   auto tokenizer = MakeTokenizer(config.tokenizer, out.languages);
   if (!tokenizer.ok()) return tokenizer.status();
   out.tokenizer = *std::move(tokenizer);
-  int64_t dropped_train = 0, dropped_valid = 0;
-  out.train = data::TokenizeCorpus(train_text, *out.tokenizer, config.max_len, &dropped_train);
-  out.valid = data::TokenizeCorpus(valid_text, *out.tokenizer, config.max_len, &dropped_valid);
-  out.dropped = dropped_train + dropped_valid;
-  if (out.train.empty()) {
+  for (auto& [key, texts] : by_pair) {
+    LanguagePair pair{key.first, key.second, {}, {}};
+    int64_t dropped_train = 0, dropped_valid = 0;
+    pair.train = data::TokenizeCorpus(texts.first, *out.tokenizer, config.max_len, &dropped_train);
+    pair.valid = data::TokenizeCorpus(texts.second, *out.tokenizer, config.max_len, &dropped_valid);
+    out.dropped += dropped_train + dropped_valid;
+    // A pair seen only in validation cannot be sampled for training.
+    if (!pair.train.empty()) out.pairs.push_back(std::move(pair));
+  }
+  if (out.pairs.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.max_len: every training pair is longer than ", config.max_len, " tokens"));
   }
-  out.valid_text = std::move(valid_text);
   return out;
 }
 

@@ -12,14 +12,25 @@
 
 namespace deepnet::worker {
 
-/// The tokenized training and validation sets of a job, with their tokenizer.
-struct TrainingData {
-  std::unique_ptr<data::Tokenizer> tokenizer;
-  std::vector<std::string> languages;  // Target languages (tags), sorted.
+/// The tokenized examples of one translation direction.
+struct LanguagePair {
+  std::string src_lang;
+  std::string tgt_lang;
   std::vector<data::TokenizedExample> train;
   std::vector<data::TokenizedExample> valid;
-  std::vector<data::ParallelExample> valid_text;  // Untokenized valid pairs (for decoding).
-  int64_t dropped = 0;                            // Pairs over data.max_len.
+};
+
+/// The tokenized training and validation sets of a job, by language pair, with the tokenizer.
+struct TrainingData {
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::string tokenizer_kind;          // "byte" or "sentencepiece".
+  std::string tokenizer_model_path;    // SentencePiece model file; empty for "byte".
+  std::vector<std::string> languages;  // Target languages (tags), in tag order.
+  std::vector<LanguagePair> pairs;     // Sorted by (src_lang, tgt_lang).
+  int64_t dropped = 0;                 // Pairs over data.max_len.
+
+  int64_t train_examples() const;
+  int64_t valid_examples() const;
 };
 
 /// Makes a tokenizer of `kind` ("byte") for `languages`.
@@ -28,7 +39,8 @@ absl::StatusOr<std::unique_ptr<data::Tokenizer>> MakeTokenizer(
 
 /// Reads or generates the corpus the config names, splits off validation pairs (by a hash of
 /// the source sentence, so a source never lands in both splits and the split is the same on
-/// every machine) and tokenizes both sets. Errors name the config field or the file.
+/// every machine), groups it by language pair and tokenizes it. Errors name the config field
+/// or the file.
 absl::StatusOr<TrainingData> LoadTrainingData(const DataConfig& config);
 
 /// True when a pair with this source text belongs to the validation split.

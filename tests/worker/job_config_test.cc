@@ -289,7 +289,7 @@ TEST(JobConfigTest, EnumeratedValuesListTheAllowedOnes) {
   EXPECT_EQ(ParseError("data:\n  tokenizer: spm\n"),
             "job.yaml: data.tokenizer: must be one of byte (got 'spm')");
   EXPECT_EQ(ParseError("data:\n  source: parquet\n"),
-            "job.yaml: data.source: must be one of synthetic, tsv (got 'parquet')");
+            "job.yaml: data.source: must be one of synthetic, tsv, shards (got 'parquet')");
 }
 
 TEST(JobConfigTest, DeviceMustBeCpuOrCuda) {
