@@ -7,6 +7,10 @@
 #include <iostream>
 
 #include "worker/commands.h"
+#include "worker/data_command.h"
+#include "worker/eval_command.h"
+#include "worker/prepare_command.h"
+#include "worker/score_command.h"
 
 namespace {
 
@@ -19,7 +23,7 @@ extern "C" void OnTerminate(int) { g_stop.store(true); }
 
 int main(int argc, char** argv) {
   using namespace deepnet;
-  CLI::App app{"DeepNet: train, inspect and translate with very deep Transformers"};
+  CLI::App app{"DeepNet: data, training, evaluation and translation with very deep Transformers"};
   app.require_subcommand(1);
 
   worker::TrainCommand train;
@@ -59,6 +63,62 @@ int main(int argc, char** argv) {
   translate_cmd->add_option("--length-penalty", translate.length_penalty, "Length penalty");
   translate_cmd->add_option("--device", translate.device, "cpu or cuda[:N]");
 
+  worker::ScoreCommand score;
+  auto* score_cmd = app.add_subcommand("score", "Corpus BLEU and chrF2 of a hypothesis file, as sacreBLEU");
+  score_cmd->add_option("--hyp", score.hyp_path, "Hypotheses, one per line")->required();
+  score_cmd->add_option("--ref", score.ref_path, "References, one per line")->required();
+  score_cmd->add_option("--format", score.format)->check(CLI::IsMember({"text", "json"}));
+
+  worker::EvalCommand eval;
+  auto* eval_cmd = app.add_subcommand("eval", "Translate a test split and report BLEU and chrF2");
+  eval_cmd->add_option("--checkpoint", eval.checkpoint, "Checkpoint folder or checkpoint.dir")
+      ->required();
+  eval_cmd->add_option("--test-dir", eval.test_dir, "Corpus folder with <split>.<locale>.tsv");
+  eval_cmd->add_option("--split", eval.split, "Split to evaluate (test, valid)");
+  eval_cmd->add_option("--tsv", eval.tsv, "Or: one TSV of src_lang, tgt_lang, src, tgt lines");
+  eval_cmd->add_option("--directions", eval.directions)->check(CLI::IsMember({"en2x", "x2en", "both"}));
+  eval_cmd->add_option("--locales", eval.locales, "Only these locales")->delimiter(',');
+  eval_cmd->add_option("--max-sentences", eval.max_sentences, "Per direction; 0 = all");
+  eval_cmd->add_option("--beam", eval.beam_size, "Beam size")->check(CLI::Range(1, 64));
+  eval_cmd->add_option("--length-penalty", eval.length_penalty, "Length penalty");
+  eval_cmd->add_option("--batch", eval.batch_size, "Sentences decoded together")
+      ->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--format", eval.format)->check(CLI::IsMember({"text", "json"}));
+  eval_cmd->add_option("--device", eval.device, "cpu or cuda[:N]");
+
+  auto* data_cmd = app.add_subcommand("data", "Build corpora, tokenizers and shards");
+  data_cmd->require_subcommand(1);
+  worker::FetchL10nCommand fetch;
+  auto* fetch_cmd = data_cmd->add_subcommand(
+      "fetch-l10n", "Download Debian localisation packages (apt-get download) and unpack .mo files");
+  fetch_cmd->add_option("--script", fetch.script, "The fetch script");
+  fetch_cmd->add_option("--l10n-dir", fetch.l10n_dir, "Where to put debs/, extracted/, manifest.tsv");
+  worker::BuildCorpusCommand corpus;
+  auto* corpus_cmd = data_cmd->add_subcommand(
+      "build-corpus", "Read gettext catalogues into English->X parallel text per locale");
+  corpus_cmd->add_option("--root", corpus.roots, "Folders to search for */LC_MESSAGES/*.mo");
+  corpus_cmd->add_option("--out", corpus.out_dir, "Output folder");
+  corpus_cmd->add_option("--locales", corpus.locales, "Only these locales")->delimiter(',');
+  corpus_cmd->add_option("--min-pairs", corpus.min_pairs, "Drop locales with fewer pairs");
+  corpus_cmd->add_option("--max-pairs", corpus.max_pairs_per_locale, "Cap per locale; 0 = none");
+  corpus_cmd->add_option("--valid-fraction", corpus.valid_fraction, "Share of English sources");
+  corpus_cmd->add_option("--test-fraction", corpus.test_fraction, "Share of English sources");
+  data::ShardBuildOptions prepare;
+  auto* prepare_cmd = data_cmd->add_subcommand(
+      "prepare", "Train the shared SentencePiece model and write binarised shards");
+  prepare_cmd->add_option("--corpus", prepare.input_dir, "Folder of <split>.<locale>.tsv")->required();
+  prepare_cmd->add_option("--out", prepare.output_dir, "Output folder")->required();
+  prepare_cmd->add_option("--locales", prepare.locales, "Only these locales")->delimiter(',');
+  prepare_cmd->add_option("--directions", prepare.direction)->check(CLI::IsMember({"en2x", "x2en", "both"}));
+  prepare_cmd->add_option("--vocab-size", prepare.vocab_size, "SentencePiece vocabulary");
+  prepare_cmd->add_option("--model-type", prepare.model_type)
+      ->check(CLI::IsMember({"unigram", "bpe", "char", "word"}));
+  prepare_cmd->add_option("--temperature", prepare.temperature, "Language sampling temperature");
+  prepare_cmd->add_option("--training-sentences", prepare.training_sentences, "Sentences in the mix");
+  prepare_cmd->add_option("--max-len", prepare.max_len, "Drop longer pairs (tokens)");
+  prepare_cmd->add_option("--threads", prepare.num_threads, "SentencePiece threads");
+  prepare_cmd->add_option("--seed", prepare.seed, "Sampling seed");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -88,5 +148,10 @@ int main(int argc, char** argv) {
                         .norm(*parsed);
     return worker::RunInspect(inspect, std::cout, std::cerr);
   }
+  if (*score_cmd) return worker::RunScore(score, std::cout, std::cerr);
+  if (*eval_cmd) return worker::RunEval(eval, std::cout, std::cerr);
+  if (*fetch_cmd) return worker::RunFetchL10n(fetch, std::cout, std::cerr);
+  if (*corpus_cmd) return worker::RunBuildCorpus(corpus, std::cout, std::cerr);
+  if (*prepare_cmd) return worker::RunPrepare(prepare, std::cout, std::cerr);
   return worker::RunTranslate(translate, std::cin, std::cout, std::cerr);
 }

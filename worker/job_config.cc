@@ -92,6 +92,7 @@ void ReadTrain(YamlMapReader r, TrainConfig* t) {
   r.Int("probe_every", &t->probe_every);
   r.Int("probe_sentences", &t->probe_sentences);
   r.Int("valid_every", &t->valid_every);
+  r.Int("valid_max_pairs", &t->valid_max_pairs);
   r.Finish();
 }
 
@@ -242,6 +243,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("train.probe_every", t.probe_every, 0);
   check.AtLeast("train.probe_sentences", t.probe_sentences, 1);
   check.AtLeast("train.valid_every", t.valid_every, 0);
+  check.AtLeast("train.valid_max_pairs", t.valid_max_pairs, 0);
 
   check.AtLeast("checkpoint.every_steps", c.checkpoint.every_steps, 0);
   check.AtLeast("checkpoint.keep_last", c.checkpoint.keep_last, 0);
@@ -441,6 +443,7 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "probe_every", t.probe_every);
   Emit(out, "probe_sentences", t.probe_sentences);
   Emit(out, "valid_every", t.valid_every);
+  Emit(out, "valid_max_pairs", t.valid_max_pairs);
   out << YAML::EndMap;
 
   out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;

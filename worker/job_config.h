@@ -76,6 +76,8 @@ struct TrainConfig {
   int64_t probe_sentences = 8;
   // Validation loss every k steps (and at the end); 0 disables.
   int64_t valid_every = 0;
+  // Validation pairs used per language pair (the first ones of its split); 0 means all.
+  int64_t valid_max_pairs = 0;
 };
 
 struct CheckpointConfig {

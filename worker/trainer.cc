@@ -299,10 +299,14 @@ ValidMetrics Trainer::Validate() {
   model_->eval();
   double loss = 0.0, nll = 0.0;
   const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
+  const int64_t cap = config_.train.valid_max_pairs;
   for (const auto& pair : data_.pairs) {
-    data::TokenBatcher batches(&pair.valid, options);
+    const size_t count = cap > 0 ? std::min<size_t>(pair.valid.size(), static_cast<size_t>(cap))
+                                 : pair.valid.size();
+    const std::vector<data::TokenizedExample> valid(pair.valid.begin(), pair.valid.begin() + count);
+    data::TokenBatcher batches(&valid, options);
     for (const auto& indices : batches.batches()) {
-      BatchTensors batch = MakeBatch(pair.valid, indices, ids, device_);
+      BatchTensors batch = MakeBatch(valid, indices, ids, device_);
       auto out = model::LabelSmoothedCrossEntropy(model_->forward(batch.src, batch.tgt_in),
                                                   batch.tgt_out, config_.optim.label_smoothing,
                                                   ids.pad);

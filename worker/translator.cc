@@ -2,10 +2,16 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "worker/checkpoint.h"
 #include "worker/job_config.h"
 #include "worker/training_data.h"
@@ -37,9 +43,28 @@ absl::StatusOr<std::unique_ptr<Translator>> Translator::Open(const std::string& 
 
   std::unique_ptr<Translator> t(new Translator());
   t->languages_ = meta["languages"].get<std::vector<std::string>>();
-  auto tokenizer = MakeTokenizer(job->data.tokenizer, t->languages_);
-  if (!tokenizer.ok()) return tokenizer.status();
-  t->tokenizer_ = *std::move(tokenizer);
+  const std::string kind = meta.value("tokenizer", job->data.tokenizer);
+  if (kind == "sentencepiece") {
+    torch::Tensor bytes = ckpt->Find("tokenizer.model");
+    if (!bytes.defined()) {
+      return absl::InvalidArgumentError("checkpoint in " + path + " lacks tokenizer.model");
+    }
+    // SentencePiece loads from a file: write the embedded model next to nothing we keep.
+    const fs::path tmp = fs::temp_directory_path() /
+                         ("deepnet-spm-" + std::to_string(::getpid()) + ".model");
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(bytes.data_ptr()), bytes.numel());
+    }
+    auto spm = data::SentencePieceTokenizer::Load(tmp.string());
+    fs::remove(tmp, ec);
+    if (!spm.ok()) return spm.status();
+    t->tokenizer_ = *std::move(spm);
+  } else {
+    auto tokenizer = MakeTokenizer(kind, t->languages_);
+    if (!tokenizer.ok()) return tokenizer.status();
+    t->tokenizer_ = *std::move(tokenizer);
+  }
   model::DeepNetConfig mc = job->model;
   mc.vocab_size(t->tokenizer_->vocab_size()).pad_id(t->tokenizer_->pad_id()).dropout(0.0);
   try {
@@ -77,22 +102,38 @@ absl::StatusOr<std::vector<std::string>> Translator::Translate(
   o.eos_id = tokenizer_->eos_id();
   o.pad_id = tokenizer_->pad_id();
   const int64_t limit = model_->config().max_positions();
-  std::vector<std::string> out;
-  out.reserve(sentences.size());
-  // One sentence at a time keeps memory flat for long inputs; batching is an optimisation
-  // for `deepnet eval`.
-  for (const auto& sentence : sentences) {
-    std::vector<int32_t> ids = {*tag};
-    for (int32_t id : tokenizer_->Encode(sentence)) ids.push_back(id);
+  // Encode every sentence, then decode in batches of similar length (right-padded).
+  std::vector<std::vector<int64_t>> sources(sentences.size());
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    auto& ids = sources[i];
+    ids.push_back(*tag);
+    for (int32_t id : tokenizer_->Encode(sentences[i])) ids.push_back(id);
+    if (static_cast<int64_t>(ids.size()) >= limit) ids.resize(limit - 1);
     ids.push_back(tokenizer_->eos_id());
-    if (static_cast<int64_t>(ids.size()) > limit) ids.resize(limit), ids.back() = tokenizer_->eos_id();
-    auto src = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong)
-                   .unsqueeze(0)
-                   .to(device_);
+  }
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
+  std::vector<std::string> out(sentences.size());
+  const size_t batch = static_cast<size_t>(std::max<int64_t>(1, batch_size_));
+  for (size_t start = 0; start < order.size(); start += batch) {
+    const size_t end = std::min(order.size(), start + batch);
+    size_t longest = 0;
+    for (size_t k = start; k < end; ++k) longest = std::max(longest, sources[order[k]].size());
+    auto src = torch::full({static_cast<int64_t>(end - start), static_cast<int64_t>(longest)},
+                           o.pad_id, torch::kLong);
+    for (size_t k = start; k < end; ++k) {
+      const auto& ids = sources[order[k]];
+      src[k - start].narrow(0, 0, ids.size()).copy_(torch::tensor(ids, torch::kLong));
+    }
     try {
-      auto hyps = o.beam_size <= 1 ? model::GreedySearch(*model_, src, o)
-                                   : model::BeamSearch(*model_, src, o);
-      out.push_back(tokenizer_->Decode(std::vector<int32_t>(hyps[0].tokens.begin(), hyps[0].tokens.end())));
+      auto hyps = o.beam_size <= 1 ? model::GreedySearch(*model_, src.to(device_), o)
+                                   : model::BeamSearch(*model_, src.to(device_), o);
+      for (size_t k = start; k < end; ++k) {
+        const auto& tokens = hyps[k - start].tokens;
+        out[order[k]] = tokenizer_->Decode(std::vector<int32_t>(tokens.begin(), tokens.end()));
+      }
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat("decoding failed: ", e.what_without_backtrace()));
     }
