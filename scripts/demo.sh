@@ -32,9 +32,9 @@ echo; echo "== 3. The model (deepnet inspect) and training for up to $MINUTES mi
 "$DEEPNET" train --config examples/l10n_demo.yaml --set "data.shard_dir=$RUN_DIR/shards" \
   --set "checkpoint.dir=$RUN_DIR/checkpoints" --set "train.max_minutes=$MINUTES"
 
-echo; echo "== 4. BLEU and chrF2 on the test split (first 100 sentences per direction) =="
+echo; echo "== 4. BLEU and chrF2 on the test split (first 40 sentences per direction) =="
 "$DEEPNET" eval --checkpoint "$RUN_DIR/checkpoints" --test-dir "$RUN_DIR/corpus" \
-  --max-sentences 100 --beam 4
+  --max-sentences 40 --beam 4
 for lang in de fr ja; do
   echo "-- en -> $lang:"
   printf 'Open file\nSave the document\nPrint\nCopy link location\n' |
