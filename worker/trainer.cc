@@ -362,6 +362,10 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       static_cast<size_t>(config_.data.prefetch));
   prefetcher_->Start();
   const auto start = Clock::now();
+  // A baseline before the first update, so even a short run shows the validation loss move.
+  if (step_ == 0 && tc.valid_every > 0 && data_.valid_examples() > 0) {
+    reporter_->Valid(Validate());
+  }
   std::deque<std::pair<double, int64_t>> recent;  // (seconds, tokens) of recent steps
   int64_t last_saved = -1;
   try {

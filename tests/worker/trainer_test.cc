@@ -179,7 +179,7 @@ TEST(TrainerTest, LossFallsAndProgressCarriesEveryField) {
   }
   EXPECT_EQ(steps, 8);
   EXPECT_EQ(probes, 4);
-  EXPECT_EQ(valids, 2);
+  EXPECT_EQ(valids, 3);  // Steps 0 (baseline), 20 and 40.
 }
 
 TEST(TrainerTest, BadDataPathIsNamed) {
