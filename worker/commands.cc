@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "worker/inspect.h"
@@ -31,7 +32,9 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   io.live = &out == &std::cout && isatty(STDOUT_FILENO);
   io.stop = stop;
   if (io.format == LogFormat::kText) {
-    out << "[threads] " << threads.blas_library << " threads " << threads.blas_threads
+    const char* core = std::getenv("OPENBLAS_CORETYPE");
+    out << "[threads] " << threads.blas_library << (core ? std::string(" (") + core + ")" : "")
+        << " threads " << threads.blas_threads
         << ", LibTorch intra-op threads " << threads.intra_op_threads << "\n";
   }
   auto trainer = Trainer::Create(*config, io);

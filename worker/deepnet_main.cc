@@ -10,6 +10,7 @@
 #include "worker/data_command.h"
 #include "worker/eval_command.h"
 #include "worker/prepare_command.h"
+#include "worker/runtime_threads.h"
 #include "worker/score_command.h"
 
 namespace {
@@ -23,6 +24,7 @@ extern "C" void OnTerminate(int) { g_stop.store(true); }
 
 int main(int argc, char** argv) {
   using namespace deepnet;
+  worker::ReexecWithFasterOpenBlasKernels(argv);
   CLI::App app{"DeepNet: data, training, evaluation and translation with very deep Transformers"};
   app.require_subcommand(1);
 

@@ -3,7 +3,11 @@
 #include <dlfcn.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
+#include <string>
 #include <thread>
+
+#include <unistd.h>
 
 namespace deepnet::worker {
 
@@ -25,6 +29,33 @@ ThreadSettings ConfigureThreads(int64_t blas_threads, int64_t intra_op_threads) 
   torch::set_num_threads(static_cast<int>(std::max<int64_t>(1, intra_op_threads)));
   settings.intra_op_threads = torch::get_num_threads();
   return settings;
+}
+
+}  // namespace deepnet::worker
+
+namespace deepnet::worker {
+
+void ReexecWithFasterOpenBlasKernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  if (const char* flag = std::getenv("DEEPNET_OPENBLAS_AUTO"); flag != nullptr && std::string(flag) == "0") {
+    return;
+  }
+  using CoreName = char* (*)();
+  auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (core_name == nullptr) return;
+  const std::string core = core_name();
+  if (core != "Prescott" && core != "Core2" && core != "Katmai" && core != "Northwood") return;
+  __builtin_cpu_init();
+  const char* better = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    better = "SkylakeX";
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    better = "Haswell";
+  }
+  if (better == nullptr) return;
+  setenv("OPENBLAS_CORETYPE", better, /*overwrite=*/1);
+  execv("/proc/self/exe", argv);  // Returns only on failure: carry on with the generic kernels.
 }
 
 }  // namespace deepnet::worker

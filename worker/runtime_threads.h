@@ -19,3 +19,17 @@ struct ThreadSettings {
 ThreadSettings ConfigureThreads(int64_t blas_threads, int64_t intra_op_threads);
 
 }  // namespace deepnet::worker
+
+namespace deepnet::worker {
+
+/// OpenBLAS 0.3.21's DYNAMIC_ARCH does not recognise recent Xeons (this KVM guest's family 6
+/// model 207) and falls back to its generic Prescott kernels, 2-3.5x slower than SkylakeX here
+/// (docs/PERFORMANCE.md). It picks the kernels when the library loads, so the only remedy inside
+/// a process is to set OPENBLAS_CORETYPE and re-execute once. Call first thing in main():
+/// when OPENBLAS_CORETYPE is unset, OpenBLAS chose a generic core and the CPU has AVX-512
+/// (SkylakeX) or AVX2 (Haswell), this execs /proc/self/exe with the variable set; otherwise,
+/// or if exec fails, it returns and the process continues as it is. DEEPNET_OPENBLAS_AUTO=0
+/// disables it.
+void ReexecWithFasterOpenBlasKernels(char** argv);
+
+}  // namespace deepnet::worker
