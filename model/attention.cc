@@ -1,9 +1,13 @@
 #include "model/attention.h"
 
 #include <torch/nn/functional/dropout.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/torch.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
+#include <vector>
 
 namespace deepnet::model {
 
@@ -34,10 +38,26 @@ void MultiheadAttentionImpl::reset() {
 }
 
 namespace {
-// [B, L, D] -> [B, H, L, D/H]
-torch::Tensor SplitHeads(const torch::Tensor& x, int64_t heads) {
-  const auto b = x.size(0), l = x.size(1);
-  return x.view({b, l, heads, x.size(2) / heads}).transpose(1, 2);
+// Applies `projections` (Linear modules with biases, all [D, D]) to x [B, L, D] as one matrix
+// product with their concatenated weights, and returns the results split into heads as one
+// contiguous tensor [projections, B, H, L, D/H]. The weights stay separate parameters (their
+// names do not change); concatenating them copies n*D*D floats, which is small next to the
+// product, and saves the separate products' per-op costs and the later head-splitting copies
+// (bmm needs [B*H, L, D/H] operands, and torch::matmul on the 4-D views copied each one).
+torch::Tensor ProjectHeads(const torch::Tensor& x,
+                           std::initializer_list<const torch::nn::Linear*> projections,
+                           int64_t heads) {
+  std::vector<torch::Tensor> weights, biases;
+  for (const torch::nn::Linear* p : projections) {
+    weights.push_back((*p)->weight);
+    biases.push_back((*p)->bias);
+  }
+  const int64_t n = static_cast<int64_t>(weights.size());
+  namespace F = torch::nn::functional;
+  torch::Tensor y = n == 1 ? F::linear(x, weights[0], biases[0])
+                           : F::linear(x, torch::cat(weights), torch::cat(biases));
+  const int64_t b = x.size(0), l = x.size(1), d = weights[0].size(0);
+  return y.view({b, l, n, heads, d / heads}).permute({2, 0, 3, 1, 4}).contiguous();
 }
 }  // namespace
 
@@ -47,17 +67,28 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               AttentionCache* cache, bool static_kv) {
   const int64_t heads = options.heads();
   const int64_t b = query.size(0), t = query.size(1), d = query.size(2);
-  const double scaling = 1.0 / std::sqrt(static_cast<double>(d / heads));
+  const int64_t head_dim = d / heads;
+  const double scaling = 1.0 / std::sqrt(static_cast<double>(head_dim));
 
-  torch::Tensor q = SplitHeads(q_proj(query).mul_(scaling), heads);
-  torch::Tensor k, v;
+  // q, k, v: [B, H, L, D/H], contiguous.
+  torch::Tensor q, k, v;
   int64_t past = 0;
   if (static_kv && cache != nullptr && cache->key.defined()) {
+    q = ProjectHeads(query, {&q_proj}, heads)[0];
     k = cache->key;
     v = cache->value;
   } else {
-    k = SplitHeads(k_proj(memory), heads);
-    v = SplitHeads(v_proj(memory), heads);
+    if (memory.is_same(query)) {  // Self-attention: one product for q, k and v.
+      torch::Tensor qkv = ProjectHeads(query, {&q_proj, &k_proj, &v_proj}, heads);
+      q = qkv[0];
+      k = qkv[1];
+      v = qkv[2];
+    } else {
+      q = ProjectHeads(query, {&q_proj}, heads)[0];
+      torch::Tensor kv = ProjectHeads(memory, {&k_proj, &v_proj}, heads);
+      k = kv[0];
+      v = kv[1];
+    }
     if (cache != nullptr) {
       if (!static_kv && cache->key.defined()) {
         past = cache->key.size(2);
@@ -70,10 +101,15 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   }
   const int64_t s = k.size(2);
 
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));  // [B, H, T, S]
+  // Scores [B*H, T, S] = (q k^T) / sqrt(D/H), the scaling applied to the scores in place.
+  torch::Tensor scores = torch::bmm(q.reshape({b * heads, t, head_dim}),
+                                    k.reshape({b * heads, s, head_dim}).transpose(1, 2));
+  scores.mul_(scaling);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (key_padding_mask.defined()) {
-    scores.masked_fill_(key_padding_mask.view({b, 1, 1, s}), neg_inf);
+    scores.masked_fill_(
+        key_padding_mask.view({b, 1, 1, s}).expand({b, heads, 1, s}).reshape({b * heads, 1, s}),
+        neg_inf);
   }
   if (causal && t > 1) {
     // Query i (absolute position past + i) may see keys j <= past + i.
@@ -86,7 +122,10 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
     probs = torch::nn::functional::dropout(
         probs, torch::nn::functional::DropoutFuncOptions().p(options.dropout()).training(true));
   }
-  torch::Tensor out = torch::matmul(probs, v).transpose(1, 2).reshape({b, t, d});
+  torch::Tensor out = torch::bmm(probs, v.reshape({b * heads, s, head_dim}))
+                          .view({b, heads, t, head_dim})
+                          .transpose(1, 2)
+                          .reshape({b, t, d});
   if (inner_attn_ln) out = inner_attn_ln(out);
   return out_proj(out);
 }
