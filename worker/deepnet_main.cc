@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <iostream>
+#include <string>
 
 #include "worker/commands.h"
 #include "worker/data_command.h"
@@ -24,7 +25,11 @@ extern "C" void OnTerminate(int) { g_stop.store(true); }
 
 int main(int argc, char** argv) {
   using namespace deepnet;
-  worker::ReexecWithFasterOpenBlasKernels(argv);
+  // Only the subcommands that run the model need fast BLAS kernels; the others stay one process.
+  if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "eval" ||
+                   std::string(argv[1]) == "translate")) {
+    worker::ReexecWithFasterOpenBlasKernels(argv);
+  }
   CLI::App app{"DeepNet: data, training, evaluation and translation with very deep Transformers"};
   app.require_subcommand(1);
 
