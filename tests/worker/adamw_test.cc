@@ -44,6 +44,34 @@ TEST(AdamWTest, MatchesLibTorchAdamWithoutWeightDecay) {
   EXPECT_EQ(adam.step_count(), 10);
 }
 
+TEST(AdamWTest, ChunkedUpdateMatchesTheFormulaAcrossChunkBoundaries) {
+  // 300x200 + 200 = 60,200 parameters: the CPU kernel's 32k-element chunks split them.
+  torch::manual_seed(3);
+  torch::nn::Linear layer(300, 200);
+  FlatParameters flat(*layer);
+  const AdamWOptions o{0.9, 0.98, 1e-8, 0.1};
+  AdamW adam(&flat, o);
+  auto p = flat.values().clone(), m = torch::zeros_like(p), v = torch::zeros_like(p);
+  for (int step = 1; step <= 3; ++step) {
+    flat.ZeroGrad();
+    layer->forward(torch::randn({4, 300})).pow(2).sum().backward();
+    const auto g = flat.grads().clone();
+    const double lr = 1e-2;
+    adam.Step(lr);
+    // torch.optim.AdamW's arithmetic with decay on matrices only, on whole tensors.
+    p.addcmul_(p, flat.decay_mask(), -lr * o.weight_decay);
+    m.mul_(o.beta1).add_(g, 1 - o.beta1);
+    v.mul_(o.beta2).addcmul_(g, g, 1 - o.beta2);
+    const double b1 = 1 - std::pow(o.beta1, step), b2 = 1 - std::pow(o.beta2, step);
+    p.addcdiv_(m, v.sqrt().div_(std::sqrt(b2)).add_(o.eps), -lr / b1);
+    ASSERT_TRUE(torch::allclose(flat.values(), p, 1e-5, 1e-7)) << "step " << step;
+  }
+  // Tolerances at float rounding of values up to ~2 (the kernel's fused multiply-adds round once).
+  EXPECT_TRUE(torch::allclose(adam.exp_avg(), m, 1e-5, 1e-6))
+      << (adam.exp_avg() - m).abs().max().item<double>() << " of " << m.abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(adam.exp_avg_sq(), v, 1e-5, 1e-7));
+}
+
 TEST(AdamWTest, WeightDecayHitsMatricesOnly) {
   torch::manual_seed(1);
   Net net;
