@@ -1,0 +1,85 @@
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace deepnet::worker {
+
+/// A non-blocking operation started by a Communicator. Wait() must be called (once) before the
+/// tensors it was given are read or reused; destroying an unwaited work waits for it.
+class CommWork {
+ public:
+  virtual ~CommWork() = default;
+  // Blocks until the operation completes. DeadlineExceeded (naming the rank, the operation and
+  // the peer) when it does not complete within the communicator's timeout; Unavailable or
+  // Internal when a peer died or the transport failed. After an error the communicator is
+  // aborted: every later call fails.
+  [[nodiscard]] virtual absl::Status Wait() = 0;
+};
+
+/// Collectives and point-to-point transfers among the ranks of one group. Implementations:
+/// MpiCommunicator (Open MPI, CPU tensors), GlooCommunicator (LibTorch c10d ProcessGroupGloo,
+/// CPU tensors), NcclCommunicator (CUDA tensors; compiled with a CUDA LibTorch only) and
+/// LoopbackCommunicator (one rank, for single-process runs and tests).
+///
+/// Contract shared by every backend:
+///  - Tensors are contiguous and dense; collectives work in place. Every rank of the group
+///    calls every collective (and Split) in the same order with tensors of the same dtype and
+///    number of elements.
+///  - Send/Recv match in order per (source, destination, tag); the receiver's tensor must have
+///    the sender's dtype and number of elements.
+///  - Every operation completes within the timeout given at creation or fails with a Status
+///    naming this rank, the operation and the peer; a failure aborts the communicator.
+///  - Not thread-safe: one thread issues all calls on a communicator (works may be waited on
+///    from that thread only).
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "mpi", "gloo", "nccl" or "loopback".
+  virtual std::string backend() const = 0;
+
+  // Sums `tensor` element-wise over all ranks, in place.
+  [[nodiscard]] virtual absl::Status AllReduceSum(torch::Tensor& tensor) = 0;
+  // Starts the same sum; the result is in `tensor` once the work's Wait() succeeds.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
+      torch::Tensor tensor) = 0;
+  // Copies `tensor` of rank `root` into `tensor` of every rank.
+  [[nodiscard]] virtual absl::Status Broadcast(torch::Tensor& tensor, int root) = 0;
+
+  // Point-to-point; `tag` >= 0 separates independent streams between the same two ranks.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<CommWork>> SendAsync(torch::Tensor tensor,
+                                                                          int dst, int tag) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<CommWork>> RecvAsync(torch::Tensor tensor,
+                                                                          int src, int tag) = 0;
+  [[nodiscard]] absl::Status Send(const torch::Tensor& tensor, int dst, int tag);
+  [[nodiscard]] absl::Status Recv(torch::Tensor& tensor, int src, int tag);
+
+  [[nodiscard]] virtual absl::Status Barrier() = 0;
+
+  // Collective over this group, like MPI_Comm_split: ranks passing the same color >= 0 form a
+  // new group, ranked by (key, rank); a rank passing a negative color gets nullptr. The new
+  // group inherits the timeout.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
+                                                                            int key) = 0;
+
+  // Tears the group down after an error so that peers blocked on us fail fast instead of
+  // waiting for their timeout. Safe to call more than once; every later call fails.
+  virtual void Abort(const std::string& reason) = 0;
+};
+
+/// Which library moves the bytes.
+enum class CommBackendKind { kMpi, kGloo, kNccl };
+
+std::string ToString(CommBackendKind kind);
+absl::StatusOr<CommBackendKind> ParseCommBackend(const std::string& name);
+
+}  // namespace deepnet::worker
