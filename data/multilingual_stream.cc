@@ -52,12 +52,16 @@ int64_t MultilingualBatchStream::DrawPair(int64_t position) const {
 }
 
 StreamBatch MultilingualBatchStream::Next() {
-  for (;;) {
+  // One round of `world` consecutive global batches; this rank keeps the rank-th. Drawing the
+  // whole round leaves position_ and every pair cursor where all ranks leave them.
+  StreamBatch mine;
+  for (int64_t k = 0; k < options_.world; ++k) {
     const int64_t position = position_++;
     const int64_t pair = DrawPair(position);
     std::vector<int64_t> indices = batchers_[pair]->Next();
-    if (position % options_.world == options_.rank) return {pair, std::move(indices), position};
+    if (k == options_.rank) mine = {pair, std::move(indices), position};
   }
+  return mine;
 }
 
 StreamState MultilingualBatchStream::state() const {

@@ -25,8 +25,9 @@ struct MultilingualStreamOptions {
   uint64_t seed = 1;
   // Batch bounds and per-epoch shuffling inside each pair.
   TokenBatcherOptions batching;
-  // This process's data-parallel rank among `world` ranks: it keeps global batches whose
-  // position % world == rank.
+  // This process's data-parallel rank among `world` ranks: each Next() draws a round of
+  // `world` consecutive global batches and keeps the rank-th, so after every Next() the state is
+  // the same on all ranks (and a run resumes from it with any number of ranks).
   int64_t rank = 0;
   int64_t world = 1;
 };
@@ -49,7 +50,7 @@ class MultilingualBatchStream {
   MultilingualBatchStream(std::vector<const std::vector<TokenizedExample>*> pairs,
                           const MultilingualStreamOptions& options);
 
-  // The next batch of this rank (draws and skips the other ranks' batches).
+  // The next batch of this rank (draws the other ranks' batches of the round and skips them).
   StreamBatch Next();
 
   StreamState state() const;

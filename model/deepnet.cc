@@ -149,6 +149,26 @@ torch::Tensor DeepNetImpl::run_encoder_layers(torch::Tensor x, const torch::Tens
   return x;
 }
 
+torch::Tensor DeepNetImpl::run_encoder_layers(torch::Tensor x, const torch::Tensor& padding_mask,
+                                              int64_t begin, int64_t end) {
+  TORCH_CHECK(slice_.encoder.begin <= begin && begin <= end && end <= slice_.encoder.end,
+              "encoder layers [", begin, ",", end, ") are not in slice ", slice_.ToString());
+  for (int64_t i = begin; i < end; ++i) {
+    x = encoder_layers_[i - slice_.encoder.begin](x, padding_mask);
+  }
+  return x;
+}
+
+torch::Tensor DeepNetImpl::run_decoder_layers(torch::Tensor x, const EncoderOutput& encoder,
+                                              int64_t begin, int64_t end) {
+  TORCH_CHECK(slice_.decoder.begin <= begin && begin <= end && end <= slice_.decoder.end,
+              "decoder layers [", begin, ",", end, ") are not in slice ", slice_.ToString());
+  for (int64_t i = begin; i < end; ++i) {
+    x = decoder_layers_[i - slice_.decoder.begin](x, encoder.out, encoder.padding_mask, nullptr);
+  }
+  return x;
+}
+
 torch::Tensor DeepNetImpl::finish_encoder(const torch::Tensor& x) {
   return encoder_ && encoder_->layer_norm ? encoder_->layer_norm(x) : x;
 }

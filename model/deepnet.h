@@ -75,6 +75,11 @@ class DeepNetImpl : public torch::nn::Cloneable<DeepNetImpl> {
   // Building blocks of one pipeline stage; each runs only what this slice owns.
   torch::Tensor embed_source(const torch::Tensor& src_tokens);
   torch::Tensor run_encoder_layers(torch::Tensor x, const torch::Tensor& padding_mask);
+  // The layers with global indices [begin, end) of the stack; the slice must own them.
+  torch::Tensor run_encoder_layers(torch::Tensor x, const torch::Tensor& padding_mask,
+                                   int64_t begin, int64_t end);
+  torch::Tensor run_decoder_layers(torch::Tensor x, const EncoderOutput& encoder, int64_t begin,
+                                   int64_t end);
   torch::Tensor finish_encoder(const torch::Tensor& x);  // Final LN of Pre-LN variants.
   torch::Tensor embed_target(const torch::Tensor& tgt_tokens, int64_t start_position);
   torch::Tensor run_decoder_layers(torch::Tensor x, const EncoderOutput& encoder,

@@ -21,6 +21,27 @@ std::string ModelSlice::ToString() const {
          ") decoder[" + std::to_string(decoder.begin) + "," + std::to_string(decoder.end) + ")";
 }
 
+std::vector<std::string> TableParameterNames(const DeepNetConfig& c, const ModelSlice& s) {
+  // Mirrors DeepNetImpl::reset(); tests compare the two for many configurations and slices.
+  std::vector<std::string> names;
+  const bool needs_src = s.owns_source_embedding();
+  const bool needs_tgt = s.owns_target_embedding();
+  const bool needs_out = s.owns_output(c);
+  const bool untied_output = !c.share_all_embeddings() && !c.share_decoder_input_output();
+  if (c.share_all_embeddings()) {
+    if (needs_src || needs_tgt || needs_out) names.push_back("embed_tokens.weight");
+    return names;
+  }
+  const bool decoder_model = c.decoder_layers() > 0;
+  auto stack = [&](const std::string& name, bool owns_input, bool owns_out) {
+    if (owns_input || (owns_out && !untied_output)) names.push_back(name + ".embed_tokens.weight");
+    if (owns_out && untied_output) names.push_back(name + ".output_projection.weight");
+  };
+  if (!s.encoder.empty()) stack("encoder", needs_src, needs_out && !decoder_model);
+  if (!s.decoder.empty()) stack("decoder", needs_tgt, needs_out);
+  return names;
+}
+
 void Validate(const ModelSlice& s, const DeepNetConfig& c) {
   TORCH_CHECK(s.encoder.begin >= 0 && s.encoder.end <= c.encoder_layers() &&
                   s.encoder.begin <= s.encoder.end,

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/deepnet_config.h"
 
@@ -43,6 +44,13 @@ struct ModelSlice {
 
   std::string ToString() const;
 };
+
+/// Names of the embedding and output tables this slice holds (`embed_tokens.weight`,
+/// `decoder.embed_tokens.weight`, `decoder.output_projection.weight`, ...), exactly as
+/// DeepNetImpl registers them. A tied table is held by every slice that needs it (the source
+/// embedding, the target embedding and the output projection may be one tensor), so a pipeline
+/// must sum its gradient over those slices.
+std::vector<std::string> TableParameterNames(const DeepNetConfig& config, const ModelSlice& slice);
 
 /// TORCH_CHECKs that the slice is non-empty, within the config's stacks and contiguous.
 void Validate(const ModelSlice& slice, const DeepNetConfig& config);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 
 namespace deepnet::data {
@@ -115,6 +116,50 @@ TEST_F(MultilingualStreamTest, ResumingWithAnotherNumberOfRanksNeitherRepeatsNor
     EXPECT_EQ(got[e.position].indices, e.indices);
     EXPECT_EQ(got[e.position].pair, e.pair);
   }
+}
+
+TEST_F(MultilingualStreamTest, EveryRankHasTheSameStateAfterEachBatch) {
+  for (int64_t world : {2, 3}) {
+    std::vector<std::unique_ptr<MultilingualBatchStream>> ranks;
+    for (int64_t rank = 0; rank < world; ++rank) {
+      ranks.push_back(std::make_unique<MultilingualBatchStream>(pairs_, Options(rank, world)));
+    }
+    for (int i = 0; i < 40; ++i) {
+      for (auto& stream : ranks) stream->Next();
+      const StreamState first = ranks.front()->state();
+      EXPECT_EQ(first.position, (i + 1) * world);
+      for (auto& stream : ranks) {
+        const StreamState s = stream->state();
+        ASSERT_EQ(s.position, first.position);
+        for (size_t p = 0; p < s.pair_cursors.size(); ++p) {
+          ASSERT_EQ(s.pair_cursors[p].epoch, first.pair_cursors[p].epoch);
+          ASSERT_EQ(s.pair_cursors[p].batch, first.pair_cursors[p].batch);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MultilingualStreamTest, StateSavedByTwoRanksResumesOnThree) {
+  MultilingualBatchStream single(pairs_, Options());
+  std::vector<StreamBatch> global;
+  for (int i = 0; i < 100; ++i) global.push_back(single.Next());
+  MultilingualBatchStream rank1(pairs_, Options(1, 2));
+  for (int i = 0; i < 7; ++i) rank1.Next();  // 14 global batches consumed by two ranks.
+  const StreamState saved = rank1.state();
+  ASSERT_EQ(saved.position, 14);
+  std::set<int64_t> seen;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    MultilingualBatchStream stream(pairs_, Options(rank, 3));
+    ASSERT_TRUE(stream.Restore(saved).ok());
+    for (int i = 0; i < 10; ++i) {
+      StreamBatch b = stream.Next();
+      EXPECT_EQ(b.indices, global[b.position].indices);
+      EXPECT_TRUE(seen.insert(b.position).second);
+    }
+  }
+  EXPECT_EQ(*seen.begin(), 14);
+  EXPECT_EQ(*seen.rbegin(), 43);
 }
 
 TEST_F(MultilingualStreamTest, RestoreRejectsAnotherNumberOfPairs) {

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "model/initialization.h"
 
@@ -213,6 +216,58 @@ TEST_F(DeepNetTest, RejectsBadShapes) {
   EXPECT_THROW(DeepNet(SmallConfig(), gap), c10::Error);
   auto model = Build(SmallConfig().max_positions(8));
   EXPECT_THROW(model->forward(Tokens(1, 9), Tokens(1, 3)), c10::Error);
+}
+
+TEST_F(DeepNetTest, TableParameterNamesMatchWhatEverySliceRegisters) {
+  for (bool share_all : {true, false}) {
+    for (bool share_dec : {true, false}) {
+      for (auto layers : {std::pair<int64_t, int64_t>{3, 2}, {3, 0}, {0, 3}}) {
+        auto c = SmallConfig()
+                     .encoder_layers(layers.first)
+                     .decoder_layers(layers.second)
+                     .share_all_embeddings(share_all)
+                     .share_decoder_input_output(share_dec);
+        const int64_t total = layers.first + layers.second;
+        for (int64_t begin = 0; begin < total; ++begin) {
+          for (int64_t end = begin + 1; end <= total; ++end) {
+            ModelSlice s;
+            s.encoder = {std::min(begin, layers.first), std::min(end, layers.first)};
+            s.decoder = {std::max<int64_t>(begin - layers.first, 0),
+                         std::max<int64_t>(end - layers.first, 0)};
+            DeepNet part(c, s);
+            std::vector<std::string> registered;
+            for (const auto& p : part->named_parameters()) {
+              if (p.key().find("embed_tokens") != std::string::npos ||
+                  p.key().find("output_projection") != std::string::npos) {
+                registered.push_back(p.key());
+              }
+            }
+            auto predicted = TableParameterNames(c, s);
+            std::sort(registered.begin(), registered.end());
+            std::sort(predicted.begin(), predicted.end());
+            EXPECT_EQ(predicted, registered) << s.ToString() << " share_all=" << share_all
+                                             << " share_dec=" << share_dec;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(DeepNetTest, LayerRangesComposeToTheWholeStack) {
+  const DeepNetConfig c = SmallConfig();
+  auto full = Build(c, 8);
+  auto src = Tokens(2, 5), tgt = Tokens(2, 4);
+  torch::NoGradGuard g;
+  EncoderOutput enc;
+  enc.padding_mask = full->padding_mask(src);
+  auto h = full->run_encoder_layers(full->embed_source(src), enc.padding_mask, 0, 1);
+  h = full->run_encoder_layers(h, enc.padding_mask, 1, 3);
+  enc.out = full->finish_encoder(h);
+  auto y = full->run_decoder_layers(full->embed_target(tgt, 0), enc, 0, 1);
+  y = full->finish_decoder(full->run_decoder_layers(y, enc, 1, 2));
+  EXPECT_TRUE(torch::allclose(full->output_logits(y), full->forward(src, tgt), 1e-5, 1e-6));
+  EXPECT_THROW(full->run_encoder_layers(h, enc.padding_mask, 2, 4), c10::Error);
 }
 
 }  // namespace
