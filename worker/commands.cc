@@ -5,7 +5,14 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "worker/communicator_factory.h"
 #include "worker/inspect.h"
+#include "worker/launch_env.h"
+#include "worker/mpi_session.h"
 #include "worker/job_config.h"
 #include "worker/runtime_threads.h"
 #include "worker/trainer.h"
@@ -24,29 +31,80 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     out << DumpJobConfig(*config);
     return kExitOk;
   }
-  const ThreadSettings threads =
-      ConfigureThreads(config->runtime.blas_threads, config->runtime.intra_op_threads);
+  auto launch = DetectLaunchEnv();
+  if (!launch.ok()) {
+    err << "deepnet train: " << launch.status().message() << "\n";
+    return kExitBadInput;
+  }
+  const int64_t world_size = config->parallel.world_size();
+  if (launch->world_size != world_size) {
+    err << "deepnet train: parallel: the launcher (" << launch->launcher << ") started "
+        << launch->world_size << " rank(s) but parallel.pipeline_stages x parallel.data_parallel = "
+        << config->parallel.pipeline_stages << " x " << config->parallel.data_parallel << " = "
+        << world_size << "\n";
+    return kExitBadInput;
+  }
+  const std::string who = world_size > 1 ? "deepnet train: rank " + std::to_string(launch->rank) + ": "
+                                         : "deepnet train: ";
+  // Ranks sharing a machine share its cores: OpenBLAS gets cores / local ranks by default.
+  int64_t blas_threads = config->runtime.blas_threads;
+  if (blas_threads == 0 && launch->local_size > 1) {
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    blas_threads = std::max<int64_t>(1, cores / launch->local_size);
+  }
+  const ThreadSettings threads = ConfigureThreads(blas_threads, config->runtime.intra_op_threads);
+  std::unique_ptr<MpiSession> mpi;
+  std::unique_ptr<Communicator> world;
+  if (world_size > 1) {
+    auto backend = ParseCommBackend(config->parallel.backend);
+    if (!backend.ok()) {
+      err << who << "parallel.backend: " << backend.status().message() << "\n";
+      return kExitBadInput;
+    }
+    if (*backend == CommBackendKind::kMpi) {
+      auto session = MpiSession::Create();
+      if (!session.ok()) {
+        err << who << session.status().message() << "\n";
+        return kExitFailure;
+      }
+      mpi = *std::move(session);
+    }
+    CommOptions options;
+    options.backend = *backend;
+    options.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(config->parallel.timeout_s * 1000.0));
+    options.rendezvous = config->parallel.rendezvous;
+    auto created = CreateWorldCommunicator(options, *launch, mpi.get());
+    if (!created.ok()) {
+      err << who << created.status().message() << "\n";
+      return absl::IsInvalidArgument(created.status()) ? kExitBadInput : kExitFailure;
+    }
+    world = *std::move(created);
+  }
   TrainerIo io;
   io.out = &out;
   io.format = command.log_format == "json" ? LogFormat::kJson : LogFormat::kText;
   io.live = &out == &std::cout && isatty(STDOUT_FILENO);
   io.stop = stop;
-  if (io.format == LogFormat::kText) {
+  if (io.format == LogFormat::kText && launch->rank == 0) {
     const char* core = std::getenv("OPENBLAS_CORETYPE");
     out << "[threads] " << threads.blas_library << (core ? std::string(" (") + core + ")" : "")
         << " threads " << threads.blas_threads
         << ", LibTorch intra-op threads " << threads.intra_op_threads << "\n";
   }
-  auto trainer = Trainer::Create(*config, io);
+  auto trainer = Trainer::Create(*config, io, world.get());
   if (!trainer.ok()) {
-    err << "deepnet train: " << trainer.status().message() << "\n";
+    err << who << trainer.status().message() << "\n";
+    // Peers blocked on this rank fail now rather than at their timeout.
+    if (world) world->Abort(std::string(trainer.status().message()));
     return absl::IsInvalidArgument(trainer.status()) || absl::IsFailedPrecondition(trainer.status())
                ? kExitBadInput
                : kExitFailure;
   }
   auto summary = (*trainer)->Run();
   if (!summary.ok()) {
-    err << "deepnet train: " << summary.status().message() << "\n";
+    err << who << summary.status().message() << "\n";
+    if (world) world->Abort(std::string(summary.status().message()));
     return kExitFailure;
   }
   return summary->stop_reason == "signal" ? kExitTerminated : kExitOk;

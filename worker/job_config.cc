@@ -114,6 +114,16 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   runtime.Int("intra_op_threads", &c->runtime.intra_op_threads);
   runtime.String("device", &c->runtime.device);
   runtime.Finish();
+  YamlMapReader parallel = top.Section("parallel");
+  parallel.Int("pipeline_stages", &c->parallel.pipeline_stages);
+  parallel.Int("data_parallel", &c->parallel.data_parallel);
+  parallel.Int("micro_batches", &c->parallel.micro_batches);
+  parallel.String("schedule", &c->parallel.schedule);
+  parallel.String("backend", &c->parallel.backend);
+  parallel.Double("timeout_s", &c->parallel.timeout_s);
+  parallel.String("rendezvous", &c->parallel.rendezvous);
+  parallel.Double("bucket_mb", &c->parallel.bucket_mb);
+  parallel.Finish();
   top.Finish();
 }
 
@@ -254,6 +264,37 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("runtime.device",
                   absl::StrCat("must be cpu, cuda or cuda:N (got '", c.runtime.device, "')"));
   }
+
+  const ParallelConfig& par = c.parallel;
+  check.AtLeast("parallel.pipeline_stages", par.pipeline_stages, 1);
+  check.AtLeast("parallel.data_parallel", par.data_parallel, 1);
+  check.AtLeast("parallel.micro_batches", par.micro_batches, 1);
+  const int64_t layers = c.model.encoder_layers() + c.model.decoder_layers();
+  if (par.pipeline_stages > layers && !check.AnyBad({"parallel.pipeline_stages"})) {
+    problems->Add("parallel.pipeline_stages",
+                  absl::StrCat("must be <= the model's ", layers, " layers (got ",
+                               par.pipeline_stages, ")"));
+  }
+  if (par.schedule != "1f1b" && par.schedule != "gpipe") {
+    problems->Add("parallel.schedule", absl::StrCat("must be 1f1b or gpipe (got '", par.schedule, "')"));
+  }
+  if (par.backend != "gloo" && par.backend != "mpi" && par.backend != "nccl") {
+    problems->Add("parallel.backend",
+                  absl::StrCat("must be gloo, mpi or nccl (got '", par.backend, "')"));
+  } else if (par.backend == "nccl" && c.runtime.device.rfind("cuda", 0) != 0) {
+    problems->Add("parallel.backend", "nccl moves CUDA tensors: set runtime.device to cuda");
+  }
+  if (!(par.timeout_s > 0)) {
+    problems->Add("parallel.timeout_s", absl::StrCat("must be > 0 (got ", ShortestDouble(par.timeout_s), ")"));
+  }
+  if (!(par.bucket_mb > 0)) {
+    problems->Add("parallel.bucket_mb", absl::StrCat("must be > 0 (got ", ShortestDouble(par.bucket_mb), ")"));
+  }
+  if (!par.rendezvous.empty() && par.rendezvous.rfind("tcp://", 0) != 0 &&
+      par.rendezvous.rfind("file://", 0) != 0) {
+    problems->Add("parallel.rendezvous", absl::StrCat("must start with tcp:// or file:// (got '",
+                                                      par.rendezvous, "')"));
+  }
 }
 
 // Sets `dotted.key=value` in `root` (a map), creating intermediate maps. Unknown keys are left
@@ -331,7 +372,7 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
     if (!documents.empty() && !documents[0].IsNull()) root.reset(documents[0]);
     if (!root.IsMap()) {
       problems.Add("", absl::StrCat("expected a map of sections (name, model, data, optim, "
-                                    "train, checkpoint, runtime) at the top level (got ",
+                                    "train, checkpoint, runtime, parallel) at the top level (got ",
                                     DescribeYaml(root), ")"));
       return problems.ToStatus(source_name);
     }
@@ -457,6 +498,17 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "blas_threads", c.runtime.blas_threads);
   Emit(out, "intra_op_threads", c.runtime.intra_op_threads);
   Emit(out, "device", c.runtime.device);
+  out << YAML::EndMap;
+
+  out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap;
+  Emit(out, "pipeline_stages", c.parallel.pipeline_stages);
+  Emit(out, "data_parallel", c.parallel.data_parallel);
+  Emit(out, "micro_batches", c.parallel.micro_batches);
+  Emit(out, "schedule", c.parallel.schedule);
+  Emit(out, "backend", c.parallel.backend);
+  EmitDouble(out, "timeout_s", c.parallel.timeout_s);
+  Emit(out, "rendezvous", c.parallel.rendezvous);
+  EmitDouble(out, "bucket_mb", c.parallel.bucket_mb);
   out << YAML::EndMap;
 
   out << YAML::EndMap;

@@ -100,6 +100,33 @@ struct RuntimeConfig {
   std::string device = "cpu";
 };
 
+/// How the job is split over processes: P pipeline stages x D data-parallel replicas = the
+/// world size of the launch (mpirun -np, srun -n, or the coordinator's gang).
+struct ParallelConfig {
+  // P: the model's layers are split into this many contiguous stages, balanced by cost.
+  int64_t pipeline_stages = 1;
+  // D: replicas of every stage, each training on its own batches; gradients are summed.
+  int64_t data_parallel = 1;
+  // Micro-batches each replica pipelines per step (each one batch of the data stream); the
+  // step's global batch is micro_batches x optim.accum_steps x data_parallel batches.
+  int64_t micro_batches = 1;
+  // Pipeline schedule: "1f1b" (activations of at most P micro-batches live) or "gpipe".
+  std::string schedule = "1f1b";
+  // "gloo" or "mpi" for CPU tensors, "nccl" for CUDA tensors.
+  std::string backend = "gloo";
+  // A collective or transfer not done within this many seconds fails the run; > 0.
+  double timeout_s = 300.0;
+  // Where gloo/nccl ranks meet: "tcp://HOST:PORT" (rank 0 serves), "file:///PATH" (shared
+  // file system), or empty for MASTER_ADDR/MASTER_PORT, else a file named after the launcher's
+  // job id in /tmp.
+  std::string rendezvous;
+  // Gradient all-reduce bucket size in MiB; buckets are reduced while the backward pass of the
+  // last micro-batch continues with earlier layers. > 0.
+  double bucket_mb = 25.0;
+
+  int64_t world_size() const { return pipeline_stages * data_parallel; }
+};
+
 /// A training job: one YAML schema shared by `deepnet train --config` and (later) the
 /// coordinator's job spec. Every field has a default; see docs/CONFIG.md.
 struct JobConfig {
@@ -111,6 +138,7 @@ struct JobConfig {
   TrainConfig train;
   CheckpointConfig checkpoint;
   RuntimeConfig runtime;
+  ParallelConfig parallel;
 };
 
 /// Parses YAML text into a JobConfig. `overrides` are `dotted.key=value` strings applied on

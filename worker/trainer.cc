@@ -1,6 +1,5 @@
 #include "worker/trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -11,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "model/initialization.h"
-#include "model/loss.h"
 #include "model/model_stats.h"
 #include "worker/batch_tensors.h"
+#include "worker/loopback_communicator.h"
+#include "worker/stage_partition.h"
 
 namespace deepnet::worker {
 namespace {
@@ -29,18 +28,6 @@ class NullBuffer : public std::streambuf {
  protected:
   int overflow(int c) override { return c; }
 };
-
-torch::Tensor CpuGeneratorState() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void SetCpuGeneratorState(const torch::Tensor& state) {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
 
 // The shape fields a checkpoint must agree on to be resumed.
 nlohmann::json ModelShape(const model::DeepNetConfig& c) {
@@ -61,20 +48,28 @@ Trainer::Trainer(const JobConfig& config, const TrainerIo& io) : config_(config)
 Trainer::~Trainer() = default;
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config,
-                                                         const TrainerIo& io) {
+                                                         const TrainerIo& io,
+                                                         Communicator* world) {
   std::unique_ptr<Trainer> trainer(new Trainer(config, io));
-  if (auto status = trainer->Setup(); !status.ok()) return status;
+  if (auto status = trainer->Setup(world); !status.ok()) return status;
   return trainer;
 }
 
-absl::Status Trainer::Setup() {
-  std::ostream* out = io_.out;
+bool Trainer::reports() const { return world_->rank() == 0; }
+
+absl::Status Trainer::Setup(Communicator* world) {
+  if (world == nullptr) {
+    own_world_ = std::make_unique<LoopbackCommunicator>();
+    world = own_world_.get();
+  }
+  world_ = world;
+  std::ostream* out = reports() ? io_.out : nullptr;
   if (out == nullptr) {
     static NullBuffer null_buffer;
     null_out_ = std::make_unique<std::ostream>(&null_buffer);
     out = null_out_.get();
   }
-  reporter_ = std::make_unique<ProgressReporter>(out, io_.format, io_.live);
+  reporter_ = std::make_unique<ProgressReporter>(out, io_.format, io_.live && reports());
   try {
     device_ = torch::Device(config_.runtime.device);
   } catch (const c10::Error&) {
@@ -105,10 +100,13 @@ absl::Status Trainer::Setup() {
                                                    " does not match the tokenizer's ", vocab));
   }
   mc.pad_id(data_.tokenizer->pad_id());
-  int64_t longest = 0;
+  int64_t longest = 0, src_sum = 0, tgt_sum = 0, count = 0;
   for (const auto& pair : data_.pairs) {
     for (const auto& ex : pair.train) {
       longest = std::max<int64_t>(longest, std::max(ex.src.size(), ex.tgt.size()));
+      src_sum += static_cast<int64_t>(ex.src.size());
+      tgt_sum += static_cast<int64_t>(ex.tgt.size());
+      ++count;
     }
   }
   if (longest > mc.max_positions()) {
@@ -117,27 +115,51 @@ absl::Status Trainer::Setup() {
         longest, " tokens); raise it or lower data.max_len"));
   }
 
-  torch::manual_seed(config_.train.seed);
-  try {
-    model_ = model::DeepNet(mc);
-    model::InitializeParameters(*model_, config_.train.seed);
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("model: ", e.what_without_backtrace()));
+  const auto& par = config_.parallel;
+  // Dropout streams differ between ranks; rank 0 of any layout draws what one process does.
+  torch::manual_seed(config_.train.seed + 1000003ULL * static_cast<uint64_t>(world_->rank()));
+  EngineOptions engine;
+  engine.model = mc;
+  engine.seed = config_.train.seed;
+  engine.stages = par.pipeline_stages;
+  engine.replicas = par.data_parallel;
+  auto schedule = ParseSchedule(par.schedule);
+  if (!schedule.ok()) return schedule.status();
+  engine.schedule = *schedule;
+  engine.bucket_bytes = static_cast<int64_t>(par.bucket_mb * 1024 * 1024);
+  engine.label_smoothing = config_.optim.label_smoothing;
+  engine.adam.beta1 = config_.optim.beta1;
+  engine.adam.beta2 = config_.optim.beta2;
+  engine.adam.eps = config_.optim.eps;
+  engine.adam.weight_decay = config_.optim.weight_decay;
+  engine.clip_norm = config_.optim.clip_norm;
+  engine.device = device_;
+  if (count > 0) {
+    engine.source_length = std::max<int64_t>(1, src_sum / count);
+    engine.target_length = std::max<int64_t>(1, tgt_sum / count);
   }
-  model_->to(device_);
-  flat_ = std::make_unique<FlatParameters>(*model_);
-  AdamWOptions adam;
-  adam.beta1 = config_.optim.beta1;
-  adam.beta2 = config_.optim.beta2;
-  adam.eps = config_.optim.eps;
-  adam.weight_decay = config_.optim.weight_decay;
-  optimizer_ = std::make_unique<AdamW>(flat_.get(), adam);
+  auto created = PipelineEngine::Create(engine, world_);
+  if (!created.ok()) return created.status();
+  engine_ = *std::move(created);
+  if (world_->size() > 1) {
+    std::string layout = DescribePlan(engine_->plan());
+    for (int r = 0; r < world_->size(); ++r) {
+      layout += absl::StrCat("\n  rank ", r, ": stage ", r / par.data_parallel, ", replica ",
+                             r % par.data_parallel);
+    }
+    reporter_->Event("layout", absl::StrCat(par.pipeline_stages, " stage(s) x ", par.data_parallel,
+                                            " replica(s), ", par.micro_batches * config_.optim.accum_steps,
+                                            " micro-batch(es), ", par.schedule, " over ",
+                                            world_->backend(), "\n", layout));
+  }
 
   data::MultilingualStreamOptions stream_options;
   stream_options.temperature = config_.data.temperature;
   stream_options.seed = config_.train.seed;
   stream_options.batching.max_tokens = config_.data.max_tokens;
   stream_options.batching.max_sentences = config_.data.max_sentences;
+  stream_options.rank = engine_->replica();
+  stream_options.world = par.data_parallel;
   std::vector<const std::vector<data::TokenizedExample>*> train_sets;
   for (const auto& pair : data_.pairs) train_sets.push_back(&pair.train);
   stream_ = std::make_unique<data::MultilingualBatchStream>(train_sets, stream_options);
@@ -159,62 +181,45 @@ absl::Status Trainer::Setup() {
     if (!store.ok()) return store.status();
     store_ = *std::move(store);
     if (ckpt.resume) {
-      auto latest = store_->LoadLatest(&rejected_);
-      for (const auto& r : rejected_) reporter_->Event("checkpoint", "rejected: " + r);
-      if (latest.ok()) {
-        if (auto status = Resume(*latest); !status.ok()) return status;
-      } else if (!absl::IsNotFound(latest.status())) {
-        return latest.status();
-      }
+      if (auto status = Resume(); !status.ok()) return status;
     }
   }
-  if (step_ == 0 && config_.train.probe_every > 0) probe_f0_ = ProbeOutput();
+  if (step_ == 0 && config_.train.probe_every > 0 && !engine_->has_probe_reference()) {
+    if (auto f0 = ProbeNorm(); !f0.ok()) return f0.status();
+  }
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Resume(const Checkpoint& ckpt) {
-  const auto& meta = ckpt.metadata;
+absl::Status Trainer::Resume() {
   const nlohmann::json expected = ModelShape(config_.model);
-  if (!meta.contains("model") || meta["model"] != expected) {
+  auto check = [&](const nlohmann::json& meta) -> absl::Status {
+    if (meta.contains("model") && meta["model"] == expected) return absl::OkStatus();
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint step ", ckpt.step, " in ", config_.checkpoint.dir, " was trained with model ",
-        meta.value("model", nlohmann::json()).dump(), " but the config has ", expected.dump(),
+        "checkpoint step ", meta.value("step", int64_t{-1}), " in ", config_.checkpoint.dir,
+        " was trained with model ", meta.value("model", nlohmann::json()).dump(),
+        " but the config has ", expected.dump(),
         "; use another checkpoint.dir or set checkpoint.resume: false"));
-  }
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < flat_->entries().size(); ++i) {
-    const auto& entry = flat_->entries()[i];
-    torch::Tensor saved = ckpt.Find(entry.name);
-    if (!saved.defined()) return absl::NotFoundError("checkpoint lacks parameter " + entry.name);
-    torch::Tensor view = flat_->View(flat_->values(), i);
-    if (saved.sizes() != view.sizes()) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint parameter ", entry.name,
-                                                     " has shape ", c10::str(saved.sizes())));
-    }
-    view.copy_(saved);
-  }
-  auto opt = ckpt.files.find("optimizer.bin");
-  if (opt == ckpt.files.end()) return absl::NotFoundError("checkpoint lacks optimizer.bin");
-  if (auto s = optimizer_->ImportState(opt->second, meta.at("optimizer_steps").get<int64_t>());
-      !s.ok()) {
-    return s;
-  }
-  step_ = ckpt.step;
+  };
+  auto point = engine_->Resume(*store_, check, &rejected_);
+  for (const auto& r : rejected_) reporter_->Event("checkpoint", "rejected: " + r);
+  if (!point.ok()) return absl::IsNotFound(point.status()) ? absl::OkStatus() : point.status();
+  const auto& meta = point->metadata;
   data::StreamState stream_state;
-  stream_state.position = meta.at("data_stream").at("position").get<int64_t>();
-  for (const auto& c : meta.at("data_stream").at("pair_cursors")) {
-    stream_state.pair_cursors.push_back({c.at(0).get<int64_t>(), c.at(1).get<int64_t>()});
+  try {
+    stream_state.position = meta.at("data_stream").at("position").get<int64_t>();
+    for (const auto& c : meta.at("data_stream").at("pair_cursors")) {
+      stream_state.pair_cursors.push_back({c.at(0).get<int64_t>(), c.at(1).get<int64_t>()});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat(point->path, ": bad data_stream metadata: ", e.what()));
   }
   if (auto s = stream_->Restore(stream_state); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoint step ", ckpt.step, ": ", s.message()));
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint step ", point->step, ": ", s.message()));
   }
   consumed_state_ = stream_state;
-  torch::Tensor rng = ckpt.Find("rng.cpu");
-  if (!rng.defined()) return absl::NotFoundError("checkpoint lacks rng.cpu");
-  SetCpuGeneratorState(rng);
-  probe_f0_ = ckpt.Find("probe.f0");
-  if (probe_f0_.defined()) probe_f0_ = probe_f0_.to(device_);
-  reporter_->Event("resume", absl::StrCat("resumed from step ", step_, " (", config_.checkpoint.dir, ")"));
+  step_ = point->step;
+  reporter_->Event("resume", absl::StrCat("resumed from step ", step_, " (", point->path,
+                                          point->same_layout ? ")" : ", resharded to this layout)"));
   return absl::OkStatus();
 }
 
@@ -223,126 +228,93 @@ const std::vector<data::TokenizedExample>& Trainer::ProbeSet() const {
   return first.valid.empty() ? first.train : first.valid;
 }
 
-torch::Tensor Trainer::ProbeOutput() {
-  const auto& set = ProbeSet();
-  BatchTensors batch = MakeBatch(set, probe_indices_, {data_.tokenizer->pad_id(), data_.tokenizer->bos_id()}, device_);
-  torch::NoGradGuard no_grad;
-  const bool was_training = model_->is_training();
-  model_->eval();
-  model::EncoderOutput enc;
-  if (config_.model.encoder_layers() > 0) enc = model_->encode(batch.src);
-  torch::Tensor f = config_.model.decoder_layers() > 0 ? model_->decode(batch.tgt_in, enc) : enc.out;
-  // Padding positions do not belong to F(x).
-  const auto& tokens = config_.model.decoder_layers() > 0 ? batch.tgt_out : batch.src;
-  f = f.masked_fill(tokens.eq(data_.tokenizer->pad_id()).unsqueeze(-1), 0.0);
-  model_->train(was_training);
-  return f.detach().clone();
+namespace {
+MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& device) {
+  MicroBatch m;
+  m.src = batch.src.to(device);
+  m.tgt_in = batch.tgt_in.to(device);
+  m.tgt_out = batch.tgt_out.to(device);
+  m.src_tokens = batch.src_tokens;
+  m.tgt_tokens = batch.tgt_tokens;
+  return m;
+}
+}  // namespace
+
+absl::StatusOr<double> Trainer::ProbeNorm() {
+  const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
+  return engine_->ProbeUpdateNorm(ToMicroBatch(MakeBatch(ProbeSet(), probe_indices_, ids, device_), device_));
 }
 
-StepMetrics Trainer::TrainStep() {
-  model_->train();
-  const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
-  std::vector<BatchTensors> micro;
-  int64_t tgt_tokens = 0;
+absl::StatusOr<StepMetrics> Trainer::TrainStep() {
+  std::vector<MicroBatch> micro;
   last_data_wait_s_ = 0.0;
-  for (int64_t i = 0; i < config_.optim.accum_steps; ++i) {
+  const int64_t batches = config_.parallel.micro_batches * config_.optim.accum_steps;
+  for (int64_t i = 0; i < batches; ++i) {
     double waited = 0.0;
     PreparedBatch prepared = prefetcher_->Pop(&waited);
     last_data_wait_s_ += waited;
     consumed_state_ = std::move(prepared.state_after);
-    BatchTensors batch = std::move(prepared.tensors);
-    if (device_ != torch::kCPU) {
-      batch.src = batch.src.to(device_);
-      batch.tgt_in = batch.tgt_in.to(device_);
-      batch.tgt_out = batch.tgt_out.to(device_);
-    }
-    tgt_tokens += batch.tgt_tokens;
-    micro.push_back(std::move(batch));
+    micro.push_back(ToMicroBatch(std::move(prepared.tensors), device_));
   }
-  flat_->ZeroGrad();
   StepMetrics m;
-  double loss_sum = 0.0, nll_sum = 0.0;
-  for (auto& batch : micro) {
-    auto logits = model_->forward(batch.src, batch.tgt_in);
-    auto out = model::LabelSmoothedCrossEntropy(logits, batch.tgt_out,
-                                                config_.optim.label_smoothing, ids.pad);
-    // Normalised by the step's target tokens: the same gradient as one batch of all of them.
-    (out.loss / static_cast<double>(tgt_tokens)).backward();
-    loss_sum += out.loss.item<double>();
-    nll_sum += out.nll.item<double>();
-    m.src_tokens += batch.src_tokens;
-  }
-  torch::NoGradGuard no_grad;
-  m.grad_norm = flat_->grads().norm().item<double>();
-  if (config_.optim.clip_norm > 0.0 && m.grad_norm > config_.optim.clip_norm) {
-    flat_->grads().mul_(config_.optim.clip_norm / (m.grad_norm + 1e-6));
-  }
   m.step = step_ + 1;
   m.lr = InverseSqrtLearningRate(m.step, config_.optim.lr, config_.optim.warmup_steps,
                                  config_.optim.warmup_init_lr);
-  optimizer_->Step(m.lr);
+  auto totals = engine_->TrainStep(micro, m.step, m.lr);
+  if (!totals.ok()) return totals.status();
   step_ = m.step;
-  m.tgt_tokens = tgt_tokens;
-  m.loss = loss_sum / static_cast<double>(tgt_tokens);
-  m.nll = nll_sum / static_cast<double>(tgt_tokens);
+  m.grad_norm = totals->grad_norm;
+  m.src_tokens = totals->src_tokens;
+  m.tgt_tokens = totals->tgt_tokens;
+  m.loss = totals->loss_sum / static_cast<double>(std::max<int64_t>(1, totals->tgt_tokens));
+  m.nll = totals->nll_sum / static_cast<double>(std::max<int64_t>(1, totals->tgt_tokens));
   return m;
 }
 
-ValidMetrics Trainer::Validate() {
+absl::StatusOr<ValidMetrics> Trainer::Validate() {
   ValidMetrics v;
   v.step = step_;
   if (data_.valid_examples() == 0) return v;
   data::TokenBatcherOptions options;
   options.max_tokens = config_.data.max_tokens;
   options.shuffle = false;
-  torch::NoGradGuard no_grad;
-  model_->eval();
-  double loss = 0.0, nll = 0.0;
   const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
   const int64_t cap = config_.train.valid_max_pairs;
+  // Every rank lists the same batches; replica r evaluates batches r, r + D, ...
+  std::vector<MicroBatch> mine;
+  int64_t index = 0;
   for (const auto& pair : data_.pairs) {
     const size_t count = cap > 0 ? std::min<size_t>(pair.valid.size(), static_cast<size_t>(cap))
                                  : pair.valid.size();
     const std::vector<data::TokenizedExample> valid(pair.valid.begin(), pair.valid.begin() + count);
     data::TokenBatcher batches(&valid, options);
     for (const auto& indices : batches.batches()) {
-      BatchTensors batch = MakeBatch(valid, indices, ids, device_);
-      auto out = model::LabelSmoothedCrossEntropy(model_->forward(batch.src, batch.tgt_in),
-                                                  batch.tgt_out, config_.optim.label_smoothing,
-                                                  ids.pad);
-      loss += out.loss.item<double>();
-      nll += out.nll.item<double>();
-      v.tokens += out.tokens;
+      if (index++ % config_.parallel.data_parallel == engine_->replica()) {
+        mine.push_back(ToMicroBatch(MakeBatch(valid, indices, ids, device_), device_));
+      }
     }
   }
-  model_->train();
-  v.loss = loss / std::max<int64_t>(1, v.tokens);
-  v.nll = nll / std::max<int64_t>(1, v.tokens);
+  auto sums = engine_->Evaluate(mine);
+  if (!sums.ok()) return sums.status();
+  v.tokens = sums->tokens;
+  v.loss = sums->loss / std::max<int64_t>(1, v.tokens);
+  v.nll = sums->nll / std::max<int64_t>(1, v.tokens);
   return v;
 }
 
 absl::StatusOr<std::string> Trainer::SaveCheckpoint() {
-  Checkpoint ckpt;
-  ckpt.step = step_;
-  auto& model_file = ckpt.files["model.bin"];
-  for (size_t i = 0; i < flat_->entries().size(); ++i) {
-    model_file.emplace_back(flat_->entries()[i].name, flat_->View(flat_->values(), i));
-  }
-  ckpt.files["optimizer.bin"] = optimizer_->ExportState();
-  auto& state = ckpt.files["trainer.bin"];
-  state.emplace_back("rng.cpu", CpuGeneratorState());
-  if (probe_f0_.defined()) state.emplace_back("probe.f0", probe_f0_);
-  // The tokenizer travels with the weights: translate/eval need nothing but the checkpoint.
-  if (tokenizer_model_.defined()) state.emplace_back("tokenizer.model", tokenizer_model_);
   nlohmann::json cursors = nlohmann::json::array();
   for (const auto& c : consumed_state_.pair_cursors) cursors.push_back({c.epoch, c.batch});
-  ckpt.metadata = {{"optimizer_steps", optimizer_->step_count()},
-                   {"data_stream", {{"position", consumed_state_.position}, {"pair_cursors", cursors}}},
-                   {"model", ModelShape(config_.model)},
-                   {"tokenizer", data_.tokenizer_kind},
-                   {"languages", data_.languages},
-                   {"job_config", DumpJobConfig(config_)}};
-  return store_->Save(ckpt);
+  const nlohmann::json metadata = {
+      {"data_stream", {{"position", consumed_state_.position}, {"pair_cursors", cursors}}},
+      {"model", ModelShape(config_.model)},
+      {"tokenizer", data_.tokenizer_kind},
+      {"languages", data_.languages},
+      {"job_config", DumpJobConfig(config_)}};
+  std::vector<std::pair<std::string, torch::Tensor>> extra;
+  // The tokenizer travels with the weights: translate/eval need nothing but the checkpoint.
+  if (tokenizer_model_.defined()) extra.emplace_back("tokenizer.model", tokenizer_model_);
+  return engine_->SaveCheckpoint(*store_, step_, metadata, extra);
 }
 
 absl::StatusOr<TrainSummary> Trainer::Run() {
@@ -364,22 +336,29 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   const auto start = Clock::now();
   // A baseline before the first update, so even a short run shows the validation loss move.
   if (step_ == 0 && tc.valid_every > 0 && data_.valid_examples() > 0) {
-    reporter_->Valid(Validate());
+    auto v = Validate();
+    if (!v.ok()) return v.status();
+    reporter_->Valid(*v);
   }
   std::deque<std::pair<double, int64_t>> recent;  // (seconds, tokens) of recent steps
   int64_t last_saved = -1;
   try {
     while (step_ < tc.max_steps) {
-      if (io_.stop != nullptr && io_.stop->load()) {
-        summary.stop_reason = "signal";
-        break;
-      }
-      if (tc.max_minutes > 0.0 && Seconds(start) >= tc.max_minutes * 60.0) {
-        summary.stop_reason = "max_minutes";
+      // Ranks stop together: a signal or the time budget on any rank stops all of them.
+      const bool signalled = io_.stop != nullptr && io_.stop->load();
+      const bool out_of_time = tc.max_minutes > 0.0 && Seconds(start) >= tc.max_minutes * 60.0;
+      auto stop = engine_->AnyRank(signalled || out_of_time);
+      if (!stop.ok()) return stop.status();
+      if (*stop) {
+        auto by_signal = engine_->AnyRank(signalled);
+        if (!by_signal.ok()) return by_signal.status();
+        summary.stop_reason = *by_signal ? "signal" : "max_minutes";
         break;
       }
       const auto step_start = Clock::now();
-      StepMetrics m = TrainStep();
+      auto stepped = TrainStep();
+      if (!stepped.ok()) return stepped.status();
+      StepMetrics m = *stepped;
       if (!std::isfinite(m.loss)) {
         return absl::InternalError(absl::StrCat("step ", m.step, ": loss is ", m.loss,
                                                 " (diverged); last checkpoint: ", summary.last_checkpoint));
@@ -397,14 +376,18 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       m.elapsed_s = Seconds(start);
       m.eta_s = secs / recent.size() * static_cast<double>(tc.max_steps - step_);
       if (tc.max_minutes > 0.0) m.eta_s = std::min(m.eta_s, tc.max_minutes * 60.0 - m.elapsed_s);
-      if (tc.probe_every > 0 && probe_f0_.defined() && step_ % tc.probe_every == 0) {
-        m.update_norm = (ProbeOutput() - probe_f0_).norm().item<double>();
+      if (tc.probe_every > 0 && step_ % tc.probe_every == 0) {
+        auto norm = ProbeNorm();
+        if (!norm.ok()) return norm.status();
+        m.update_norm = *norm;
       }
       summary.losses.push_back(m.loss);
       reporter_->Live(m);
       if (step_ % tc.log_every == 0 || step_ == tc.max_steps) reporter_->Step(m);
       if (tc.valid_every > 0 && step_ % tc.valid_every == 0) {
-        summary.last_valid = Validate();
+        auto v = Validate();
+        if (!v.ok()) return v.status();
+        summary.last_valid = *v;
         reporter_->Valid(*summary.last_valid);
       }
       if (store_ && config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0) {
@@ -418,7 +401,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     if (summary.stop_reason.empty()) summary.stop_reason = "max_steps";
     if (data_.valid_examples() > 0 && (tc.valid_every > 0 || summary.stop_reason == "max_steps") &&
         (!summary.last_valid || summary.last_valid->step != step_)) {
-      summary.last_valid = Validate();
+      auto v = Validate();
+      if (!v.ok()) return v.status();
+      summary.last_valid = *v;
       reporter_->Valid(*summary.last_valid);
     }
     if (store_ && last_saved != step_ && step_ > summary.start_step) {

@@ -15,8 +15,9 @@
 #include "worker/adamw.h"
 #include "worker/batch_prefetcher.h"
 #include "worker/checkpoint.h"
-#include "worker/flat_parameters.h"
+#include "worker/communicator.h"
 #include "worker/job_config.h"
+#include "worker/pipeline_engine.h"
 #include "worker/progress_reporter.h"
 #include "worker/training_data.h"
 
@@ -45,33 +46,40 @@ struct TrainSummary {
   double data_wait_s = 0.0;
 };
 
-/// Single-process DeepNet training: AdamW with inverse-sqrt warm-up schedule, gradient
-/// clipping and accumulation, token-bounded batches, progress with the model-update norm
-/// ||dF||, validation, and atomic checkpoints from which a run resumes bit for bit.
-/// Not thread-safe; the caller's thread runs it.
+/// DeepNet training of one rank: AdamW with inverse-sqrt warm-up schedule, gradient clipping
+/// and accumulation, token-bounded batches, progress with the model-update norm ||dF||,
+/// validation, and atomic (sharded) checkpoints from which a run resumes bit for bit. The
+/// model, the step and the checkpoints go through a PipelineEngine: one process is the 1 x 1
+/// layout; under a launcher every rank runs a Trainer over the world communicator and only
+/// rank 0 reports progress. Not thread-safe; the caller's thread runs it.
 class Trainer {
  public:
+  // `world` (not owned; outlives the trainer) spans parallel.pipeline_stages x
+  // parallel.data_parallel ranks; null means one process with no peers.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config,
-                                                         const TrainerIo& io);
+                                                         const TrainerIo& io,
+                                                         Communicator* world = nullptr);
   ~Trainer();
 
   // Trains from the current step to train.max_steps (or until the time budget or stop flag);
   // checkpoints as configured and at the end. Compute errors come back as a Status.
   absl::StatusOr<TrainSummary> Run();
 
-  model::DeepNetImpl& model() { return *model_; }
+  model::DeepNetImpl& model() { return engine_->model(); }
+  const PipelineEngine& engine() const { return *engine_; }
   int64_t step() const { return step_; }
   const TrainingData& data() const { return data_; }
 
  private:
   Trainer(const JobConfig& config, const TrainerIo& io);
-  absl::Status Setup();
-  absl::Status Resume(const Checkpoint& checkpoint);
-  StepMetrics TrainStep();
-  ValidMetrics Validate();
-  torch::Tensor ProbeOutput();
+  absl::Status Setup(Communicator* world);
+  absl::Status Resume();
+  absl::StatusOr<StepMetrics> TrainStep();
+  absl::StatusOr<ValidMetrics> Validate();
+  absl::StatusOr<double> ProbeNorm();
   const std::vector<data::TokenizedExample>& ProbeSet() const;
   absl::StatusOr<std::string> SaveCheckpoint();
+  bool reports() const;  // This rank writes progress (rank 0).
 
   JobConfig config_;
   TrainerIo io_;
@@ -79,16 +87,15 @@ class Trainer {
   std::unique_ptr<ProgressReporter> reporter_;
   TrainingData data_;
   torch::Device device_ = torch::kCPU;
-  model::DeepNet model_{nullptr};
-  std::unique_ptr<FlatParameters> flat_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<Communicator> own_world_;  // Loopback when no world was given.
+  Communicator* world_ = nullptr;
+  std::unique_ptr<PipelineEngine> engine_;
   std::unique_ptr<data::MultilingualBatchStream> stream_;
   std::unique_ptr<BatchPrefetcher> prefetcher_;  // Started by Run(); owns stream_ from then.
   data::StreamState consumed_state_;  // Stream state after the last batch trained on.
   double last_data_wait_s_ = 0.0;     // Wait of the last step.
   std::unique_ptr<CheckpointStore> store_;
   std::vector<int64_t> probe_indices_;
-  torch::Tensor probe_f0_;  // F(x, theta_0) on the probe batch.
   torch::Tensor tokenizer_model_;  // SentencePiece model bytes (uint8), saved in checkpoints.
   int64_t step_ = 0;
   std::vector<std::string> rejected_;

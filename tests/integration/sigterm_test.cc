@@ -12,57 +12,15 @@
 #include <string>
 #include <thread>
 
+#include "tests/integration/child_process.h"
 #include "tests/worker/test_util.h"
 
 namespace {
 
 using deepnet::worker::testing::TempDir;
 
-// A child process running `deepnet` with stdout+stderr in a file; killed if still alive.
-class Child {
- public:
-  Child(const std::vector<std::string>& args, const std::string& log) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = std::fopen(log.c_str(), "w");
-      dup2(fileno(f), STDOUT_FILENO);
-      dup2(fileno(f), STDERR_FILENO);
-      std::vector<char*> argv;
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Exit code, or -signal when killed by a signal; -1000 on timeout.
-  int Wait(std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1000;
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using deepnet::testing::Child;
+using deepnet::testing::Slurp;
 
 TEST(SigtermTest, CheckpointsExits143AndResumes) {
   TempDir dir;

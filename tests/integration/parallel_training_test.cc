@@ -1,0 +1,270 @@
+// The distributed engine end to end: `deepnet train` under mpirun (MPI and Gloo backends) and
+// as separately started ranks (Gloo), against the single-process run of the same global batch.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/child_process.h"
+#include "tests/worker/test_util.h"
+#include "worker/checkpoint.h"
+
+namespace {
+
+using deepnet::testing::Child;
+using deepnet::testing::Slurp;
+using deepnet::worker::testing::TempDir;
+
+// 3+3 layers so that 4 stages split inside both stacks; dropout off so that every layout
+// computes the same function (dropout masks are per rank).
+std::string JobYaml(const std::string& ckpt_dir, int64_t max_steps, double dropout = 0.0) {
+  std::ostringstream y;
+  y << "model: {encoder_layers: 3, decoder_layers: 3, d_model: 32, heads: 2, ffn_dim: 64, "
+       "max_positions: 128, dropout: "
+    << dropout
+    << "}\n"
+       "data: {synthetic: {languages: [rev, cp], pairs_per_language: 300, max_words: 5}, "
+       "max_tokens: 160, max_len: 64, prefetch: 2}\n"
+       "optim: {lr: 2.0e-3, warmup_steps: 5, clip_norm: 1.0}\n"
+    << "train: {max_steps: " << max_steps << ", log_every: 1, probe_every: 5, seed: 3}\n"
+    << "checkpoint: {dir: " << ckpt_dir << ", every_steps: 0, keep_last: 0}\n"
+    << "runtime: {blas_threads: 1}\n";
+  return y.str();
+}
+
+struct Run {
+  int exit_code = -1;
+  std::string log;
+  std::map<int64_t, double> losses;  // step -> loss
+};
+
+std::vector<std::string> Mpirun(int ranks) {
+  return {"mpirun", "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(ranks),
+          "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"};
+}
+
+Run Launch(const TempDir& dir, const std::string& name, const std::string& job,
+           const std::vector<std::string>& sets, int ranks, const std::string& backend,
+           int timeout_s = 240) {
+  std::vector<std::string> args;
+  if (ranks > 1) args = Mpirun(ranks);
+  for (const std::string& a : {std::string(DEEPNET_BINARY), std::string("train"),
+                               std::string("--config"), job, std::string("--log-format"),
+                               std::string("json")}) {
+    args.push_back(a);
+  }
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+  if (ranks > 1) {
+    args.insert(args.end(), {"--set", "parallel.backend=" + backend});
+    if (backend == "gloo") {
+      args.insert(args.end(), {"--set", "parallel.rendezvous=file://" + dir / (name + ".rdv")});
+    }
+  }
+  Run run;
+  const std::string log = dir / (name + ".log");
+  Child child(args, log);
+  run.exit_code = child.Wait(std::chrono::seconds(timeout_s));
+  run.log = Slurp(log);
+  std::istringstream lines(run.log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == "step") {
+      run.losses[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+    }
+  }
+  return run;
+}
+
+std::map<std::string, torch::Tensor> LatestTensors(const std::string& dir) {
+  deepnet::worker::CheckpointStoreOptions options;
+  options.dir = dir;
+  auto store = deepnet::worker::CheckpointStore::Open(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  std::map<std::string, torch::Tensor> out;
+  if (!store.ok()) return out;
+  auto ckpt = (*store)->LoadLatest();
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  if (!ckpt.ok()) return out;
+  for (const auto& [file, tensors] : ckpt->files) {
+    for (const auto& [name, t] : tensors) {
+      if (name.rfind("rng.", 0) != 0 && name != "tokenizer.model") out[name] = t;
+    }
+  }
+  return out;
+}
+
+// ||a - b|| <= 1e-5 ||b|| for every tensor (parameters, Adam moments, probe reference).
+void ExpectSameTensors(const std::map<std::string, torch::Tensor>& got,
+                       const std::map<std::string, torch::Tensor>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [name, t] : want) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << what << ": " << name;
+    const double scale = t.to(torch::kDouble).norm().item<double>();
+    const double diff = (it->second.to(torch::kDouble) - t.to(torch::kDouble)).norm().item<double>();
+    EXPECT_LE(diff, 1e-5 * scale + 1e-12) << what << ": " << name;
+  }
+}
+
+void ExpectSameLosses(const Run& got, const Run& want, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), want.losses.size()) << what << "\n" << got.log;
+  for (const auto& [step, loss] : want.losses) {
+    ASSERT_TRUE(got.losses.count(step)) << what << " step " << step;
+    EXPECT_NEAR(got.losses.at(step), loss, 1e-5 * std::abs(loss)) << what << " step " << step;
+  }
+}
+
+struct Layout {
+  int stages;
+  int replicas;
+};
+
+// 20 steps of 1x1, 2x1, 1x2, 2x2 and 4x1 with both schedules equal the single-process run
+// that accumulates the same global batch (4 micro-batches per replica).
+void CheckEquivalence(const std::string& backend) {
+  TempDir dir;
+  const int kSteps = 20, kMicro = 4;
+  std::map<int, Run> reference;  // data_parallel -> single-process run
+  std::map<int, std::map<std::string, torch::Tensor>> reference_tensors;
+  for (int d : {1, 2}) {
+    const std::string ckpt = dir / ("ref" + std::to_string(d));
+    const std::string job = dir / ("ref" + std::to_string(d) + ".yaml");
+    std::ofstream(job) << JobYaml(ckpt, kSteps);
+    reference[d] = Launch(dir, "ref" + std::to_string(d), job,
+                          {"optim.accum_steps=" + std::to_string(kMicro * d)}, 1, backend);
+    ASSERT_EQ(reference[d].exit_code, 0) << reference[d].log;
+    ASSERT_EQ(reference[d].losses.size(), static_cast<size_t>(kSteps)) << reference[d].log;
+    reference_tensors[d] = LatestTensors(ckpt);
+  }
+  for (Layout layout : {Layout{1, 1}, Layout{2, 1}, Layout{1, 2}, Layout{2, 2}, Layout{4, 1}}) {
+    for (const std::string schedule : {"1f1b", "gpipe"}) {
+      if (layout.stages == 1 && schedule == "gpipe") continue;  // One stage: no schedule.
+      const std::string name = backend + "-" + std::to_string(layout.stages) + "x" +
+                               std::to_string(layout.replicas) + "-" + schedule;
+      const std::string ckpt = dir / name;
+      const std::string job = dir / (name + ".yaml");
+      std::ofstream(job) << JobYaml(ckpt, kSteps);
+      Run run = Launch(dir, name, job,
+                       {"parallel.pipeline_stages=" + std::to_string(layout.stages),
+                        "parallel.data_parallel=" + std::to_string(layout.replicas),
+                        "parallel.micro_batches=" + std::to_string(kMicro),
+                        "parallel.schedule=" + schedule},
+                       layout.stages * layout.replicas, backend);
+      ASSERT_EQ(run.exit_code, 0) << name << "\n" << run.log;
+      ExpectSameLosses(run, reference[layout.replicas], name);
+      ExpectSameTensors(LatestTensors(ckpt), reference_tensors[layout.replicas], name);
+    }
+  }
+}
+
+TEST(ParallelTrainingTest, LayoutsMatchTheSingleProcessRunOverMpi) { CheckEquivalence("mpi"); }
+
+TEST(ParallelTrainingTest, LayoutsMatchTheSingleProcessRunOverGloo) { CheckEquivalence("gloo"); }
+
+// A checkpoint written at 2x2 resumes at 1x1 and then at 4x1 (weights, Adam moments, schedule
+// and data position), continuing the uninterrupted run's losses.
+TEST(ParallelTrainingTest, CheckpointsReshardAcrossLayouts) {
+  TempDir dir;
+  const std::string job = dir / "job.yaml";
+  std::ofstream(job) << JobYaml(dir / "ckpt", 10);
+  Run whole = Launch(dir, "whole", job, {"optim.accum_steps=4", "checkpoint.dir=" + dir / "whole"},
+                     1, "gloo");
+  ASSERT_EQ(whole.exit_code, 0) << whole.log;
+  Run a = Launch(dir, "a", job,
+                 {"train.max_steps=6", "parallel.pipeline_stages=2", "parallel.data_parallel=2",
+                  "parallel.micro_batches=2"},
+                 4, "gloo");
+  ASSERT_EQ(a.exit_code, 0) << a.log;
+  Run b = Launch(dir, "b", job, {"train.max_steps=8", "optim.accum_steps=4"}, 1, "gloo");
+  ASSERT_EQ(b.exit_code, 0) << b.log;
+  EXPECT_NE(b.log.find("resharded"), std::string::npos) << b.log;
+  Run c = Launch(dir, "c", job,
+                 {"parallel.pipeline_stages=4", "parallel.micro_batches=4"}, 4, "mpi");
+  ASSERT_EQ(c.exit_code, 0) << c.log;
+  Run chained;
+  for (const Run* part : {&a, &b, &c}) chained.losses.insert(part->losses.begin(), part->losses.end());
+  chained.log = a.log + b.log + c.log;
+  ExpectSameLosses(chained, whole, "2x2 -> 1x1 -> 4x1");
+  ExpectSameTensors(LatestTensors(dir / "ckpt"), LatestTensors(dir / "whole"), "resharded");
+}
+
+// With dropout on, stopping at step 6 and resuming in the same 2x2 layout reproduces the
+// uninterrupted run bit for bit (every rank restores its own generator).
+TEST(ParallelTrainingTest, ResumeInTheSameLayoutIsBitExact) {
+  TempDir dir;
+  const std::vector<std::string> layout{"parallel.pipeline_stages=2", "parallel.data_parallel=2",
+                                        "parallel.micro_batches=2"};
+  std::ofstream(dir / "full.yaml") << JobYaml(dir / "full", 12, 0.1);
+  std::ofstream(dir / "split.yaml") << JobYaml(dir / "split", 12, 0.1);
+  Run full = Launch(dir, "full", dir / "full.yaml", layout, 4, "gloo");
+  ASSERT_EQ(full.exit_code, 0) << full.log;
+  auto first_half = layout;
+  first_half.push_back("train.max_steps=6");
+  Run first = Launch(dir, "first", dir / "split.yaml", first_half, 4, "gloo");
+  ASSERT_EQ(first.exit_code, 0) << first.log;
+  Run second = Launch(dir, "second", dir / "split.yaml", layout, 4, "gloo");
+  ASSERT_EQ(second.exit_code, 0) << second.log;
+  ASSERT_EQ(second.losses.size(), 6u) << second.log;
+  for (const auto& [step, loss] : second.losses) EXPECT_EQ(loss, full.losses.at(step)) << step;
+  auto a = LatestTensors(dir / "full"), b = LatestTensors(dir / "split");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+}
+
+TEST(ParallelTrainingTest, WorldSizeThatIsNotStagesTimesReplicasIsAnError) {
+  TempDir dir;
+  std::ofstream(dir / "job.yaml") << JobYaml(dir / "ckpt", 2);
+  Run run = Launch(dir, "bad", dir / "job.yaml",
+                   {"parallel.pipeline_stages=2", "parallel.data_parallel=2"}, 3, "mpi", 120);
+  EXPECT_NE(run.exit_code, 0) << run.log;
+  EXPECT_NE(run.log.find("pipeline_stages x parallel.data_parallel = 2 x 2 = 4"), std::string::npos)
+      << run.log;
+}
+
+// Ranks started on their own (as the coordinator's workers will): when one is killed, the
+// others notice the broken connections and exit non-zero instead of hanging.
+TEST(ParallelTrainingTest, KillingOneRankStopsTheOthers) {
+  TempDir dir;
+  std::ofstream(dir / "job.yaml") << JobYaml(dir / "ckpt", 100000);
+  std::vector<std::unique_ptr<Child>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(std::make_unique<Child>(
+        std::vector<std::string>{DEEPNET_BINARY, "train", "--config", dir / "job.yaml",
+                                 "--log-format", "json", "--set",
+                                 "parallel.pipeline_stages=2", "--set", "parallel.data_parallel=2",
+                                 "--set", "parallel.micro_batches=2", "--set",
+                                 "parallel.rendezvous=file://" + dir / "rdv", "--set",
+                                 "parallel.timeout_s=600"},
+        dir / ("rank" + std::to_string(r) + ".log"),
+        std::vector<std::string>{"DEEPNET_RANK=" + std::to_string(r), "DEEPNET_WORLD_SIZE=4",
+                                 "DEEPNET_LOCAL_RANK=" + std::to_string(r), "DEEPNET_LOCAL_SIZE=4"}));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (Slurp(dir / "rank0.log").find("\"step\":3,") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << Slurp(dir / "rank0.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ranks[2]->Kill();  // Stage 1, replica 0.
+  const auto killed = std::chrono::steady_clock::now();
+  for (int r : {0, 1, 3}) {
+    // A liveness bound, far below the 600 s collective timeout: failure is noticed, not waited out.
+    const int code = ranks[r]->Wait(std::chrono::seconds(60));
+    EXPECT_NE(code, 0) << "rank " << r << "\n" << Slurp(dir / ("rank" + std::to_string(r) + ".log"));
+    EXPECT_NE(code, -1000) << "rank " << r << " still running";
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(120));
+}
+
+}  // namespace

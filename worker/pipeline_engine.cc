@@ -1,0 +1,487 @@
+#include "worker/pipeline_engine.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <set>
+
+#include <unistd.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/initialization.h"
+
+namespace deepnet::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+constexpr int kTimingFields = 6;
+
+constexpr int64_t kMagic = 0x44454550;  // "DEEP"
+constexpr int kActivation = 1;
+constexpr int kGradient = 2;
+constexpr int kHeaderSize = 8;
+
+// Global layer index ([encoder..., decoder...]) of a parameter name, or -1 for tables and norms.
+int64_t LayerOfParameter(const std::string& name, int64_t encoder_layers) {
+  for (const auto& [prefix, base] :
+       {std::pair<std::string, int64_t>{"encoder.layers.", 0}, {"decoder.layers.", encoder_layers}}) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    int64_t index = 0;
+    if (dot != std::string::npos && absl::SimpleAtoi(name.substr(prefix.size(), dot - prefix.size()), &index)) {
+      return base + index;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+PipelineEngine::PipelineEngine(const EngineOptions& options, Communicator* world)
+    : options_(options), world_(world) {}
+PipelineEngine::~PipelineEngine() = default;
+
+absl::StatusOr<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(const EngineOptions& options,
+                                                                       Communicator* world) {
+  if (world == nullptr) return absl::InvalidArgumentError("pipeline engine needs a communicator");
+  if (options.stages * options.replicas != world->size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parallel: the launch has ", world->size(), " ranks but parallel.pipeline_stages x "
+        "parallel.data_parallel = ", options.stages, " x ", options.replicas, " = ",
+        options.stages * options.replicas));
+  }
+  std::unique_ptr<PipelineEngine> engine(new PipelineEngine(options, world));
+  if (auto status = engine->Setup(); !status.ok()) return status;
+  return engine;
+}
+
+std::string PipelineEngine::Where() const {
+  return absl::StrCat("rank ", world_->rank(), " (stage ", stage_, ", replica ", replica_, ")");
+}
+
+std::string PipelineEngine::DescribeRank() const {
+  return absl::StrCat("rank ", world_->rank(), "/", world_->size(), ": stage ", stage_, "/",
+                      options_.stages, " ", model_->slice().ToString(), ", replica ", replica_,
+                      "/", options_.replicas, ", ", flat_->numel(), " parameters, ",
+                      compute_->num_segments(), " segment(s), ", buckets_.size(),
+                      " gradient bucket(s), backend ", world_->backend());
+}
+
+absl::Status PipelineEngine::Setup() {
+  const auto& c = options_.model;
+  stage_ = world_->rank() / static_cast<int>(options_.replicas);
+  replica_ = world_->rank() % static_cast<int>(options_.replicas);
+  auto plan = PartitionStages(
+      c, static_cast<int>(options_.stages),
+      EstimateLayerCosts(c, options_.source_length, options_.target_length));
+  if (!plan.ok()) return plan.status();
+  plan_ = *std::move(plan);
+  const model::ModelSlice& slice = plan_.slices[stage_];
+  try {
+    model_ = model::DeepNet(c, slice);
+    model::InitializeParameters(*model_, options_.seed);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("model: ", e.what_without_backtrace()));
+  }
+  model_->to(options_.device);
+  flat_ = std::make_unique<FlatParameters>(*model_);
+  optimizer_ = std::make_unique<AdamW>(flat_.get(), options_.adam);
+  for (size_t i = 0; i < flat_->entries().size(); ++i) entry_index_[flat_->entries()[i].name] = i;
+
+  // Groups. Split is collective over the world: every rank makes the same calls in order.
+  if (options_.replicas > 1) {
+    auto group = world_->Split(stage_, replica_);
+    if (!group.ok()) return group.status();
+    data_group_ = *std::move(group);
+  }
+  std::map<std::string, std::vector<int>> holders;  // Table name -> stages holding it.
+  for (int s = 0; s < static_cast<int>(options_.stages); ++s) {
+    for (const auto& name : model::TableParameterNames(c, plan_.slices[s])) holders[name].push_back(s);
+  }
+  for (const auto& [name, stages] : holders) {
+    if (stages.size() < 2) continue;
+    const bool mine = std::find(stages.begin(), stages.end(), stage_) != stages.end();
+    auto group = world_->Split(mine ? 0 : -1, world_->rank());
+    if (!group.ok()) return group.status();
+    if (!mine) continue;
+    TiedTable tied;
+    tied.name = name;
+    tied.entry = entry_index_.at(name);
+    tied.counts_in_norm = stages.front() == stage_;
+    tied.group = *std::move(group);
+    tied_.push_back(std::move(tied));
+  }
+  // More segments than buckets buys nothing; one segment when there is nothing to overlap.
+  const int64_t bytes = flat_->numel() * static_cast<int64_t>(sizeof(float));
+  const int64_t segments =
+      options_.replicas > 1 ? (bytes + options_.bucket_bytes - 1) / options_.bucket_bytes : 1;
+  compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing);
+  PlanBuckets();
+  // A token for this run's shared temporary checkpoint folders, chosen by rank 0.
+  auto token = BroadcastString(absl::StrCat(
+      std::chrono::system_clock::now().time_since_epoch().count() % 1000000007, "-", ::getpid()));
+  if (!token.ok()) return token.status();
+  run_token_ = *std::move(token);
+  return absl::OkStatus();
+}
+
+void PipelineEngine::PlanBuckets() {
+  buckets_.clear();
+  if (options_.replicas < 2) return;
+  std::set<size_t> tied_entries;
+  for (const auto& t : tied_) tied_entries.insert(t.entry);
+  const int64_t limit = std::max<int64_t>(1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  const int64_t n = options_.model.encoder_layers();
+  Bucket current;
+  bool open = false;
+  const auto& entries = flat_->entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (tied_entries.count(i)) {  // Reduced over its tied group instead.
+      if (open) buckets_.push_back(current);
+      open = false;
+      continue;
+    }
+    const int64_t layer = LayerOfParameter(entries[i].name, n);
+    // Tables and final norms are used by the first or last segment; reduce them last.
+    const int ready = layer < 0 ? 0 : compute_->SegmentOfLayer(layer);
+    if (open && current.numel + entries[i].numel > limit) {
+      buckets_.push_back(current);
+      open = false;
+    }
+    if (!open) {
+      current = Bucket{entries[i].offset, 0, ready};
+      open = true;
+    }
+    current.numel += entries[i].numel;
+    current.ready_segment = std::min(current.ready_segment, ready);
+  }
+  if (open) buckets_.push_back(current);
+}
+
+absl::Status PipelineEngine::SendBoundary(const std::vector<torch::Tensor>& tensors, int to_stage,
+                                          int kind, int64_t step, int micro_batch) {
+  const int peer = WorldRank(to_stage, replica_);
+  // A header first: the receiver checks step, micro-batch, direction and shapes, so a
+  // mismatch is an error naming them instead of a hang or garbage.
+  torch::Tensor header = torch::zeros({kHeaderSize}, torch::kLong);
+  auto h = header.accessor<int64_t, 1>();
+  h[0] = kMagic, h[1] = step, h[2] = micro_batch, h[3] = kind;
+  h[4] = static_cast<int64_t>(tensors.size());
+  for (size_t i = 0; i < tensors.size() && i < 3; ++i) h[5 + i] = tensors[i].numel();
+  auto work = world_->SendAsync(header, peer, kind);
+  if (!work.ok()) return work.status();
+  pending_sends_.push_back(*std::move(work));
+  for (const auto& t : tensors) {
+    auto payload = world_->SendAsync(t.contiguous(), peer, kind);
+    if (!payload.ok()) return payload.status();
+    pending_sends_.push_back(*std::move(payload));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> PipelineEngine::RecvBoundary(
+    int from_stage, int kind, int64_t step, int micro_batch, const MicroBatch& batch,
+    int64_t boundary) {
+  const int peer = WorldRank(from_stage, replica_);
+  const auto shapes = BoundaryShapes(options_.model, boundary, batch.tgt_out.size(0),
+                                     batch.src.defined() && batch.src.dim() == 2 ? batch.src.size(1) : 0,
+                                     batch.tgt_out.size(1));
+  torch::Tensor header = torch::zeros({kHeaderSize}, torch::kLong);
+  if (auto s = world_->Recv(header, peer, kind); !s.ok()) return s;
+  auto h = header.accessor<int64_t, 1>();
+  bool ok = h[0] == kMagic && h[1] == step && h[2] == micro_batch && h[3] == kind &&
+            h[4] == static_cast<int64_t>(shapes.size());
+  for (size_t i = 0; ok && i < shapes.size() && i < 3; ++i) {
+    int64_t numel = 1;
+    for (int64_t d : shapes[i]) numel *= d;
+    ok = h[5 + i] == numel;
+  }
+  if (!ok) {
+    return absl::InternalError(absl::StrCat(
+        Where(), ": expected the ", kind == kActivation ? "activation" : "gradient",
+        " of micro-batch ", micro_batch, " of step ", step, " from stage ", from_stage, " (",
+        shapes.size(), " tensor(s)) but received micro-batch ", h[2], " of step ", h[1],
+        " kind ", h[3], " with ", h[4], " tensor(s); the stages disagree on the batches"));
+  }
+  std::vector<torch::Tensor> tensors;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
+  for (const auto& shape : shapes) {
+    torch::Tensor t = torch::empty(shape, options);
+    if (auto s = world_->Recv(t, peer, kind); !s.ok()) return s;
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+absl::Status PipelineEngine::WaitSends() {
+  absl::Status status;
+  for (auto& work : pending_sends_) {
+    if (auto s = work->Wait(); !s.ok() && status.ok()) status = s;
+  }
+  pending_sends_.clear();
+  return status;
+}
+
+absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatch>& micro,
+                                                     int64_t step, double lr) {
+  const auto step_start = Clock::now();
+  StepTotals totals;
+  RankTiming timing;
+  const int m = static_cast<int>(micro.size());
+  if (m == 0) return absl::InvalidArgumentError("a step needs at least one micro-batch");
+  if (schedule_.empty() || static_cast<int>(schedule_.size()) != options_.stages ||
+      std::count_if(schedule_[stage_].begin(), schedule_[stage_].end(),
+                    [](const PipelineAction& a) { return a.type == ActionType::kForward; }) != m) {
+    auto schedule = BuildSchedule(options_.schedule, static_cast<int>(options_.stages), m);
+    if (!schedule.ok()) return schedule.status();
+    if (auto s = CheckSchedule(*schedule, m); !s.ok()) return s;
+    schedule_ = *std::move(schedule);
+    for (const auto& a : schedule_[stage_]) {
+      if (a.type == ActionType::kBackward) last_backward_ = a.micro_batch;
+    }
+  }
+  // The loss is divided by the global batch's target tokens and gradients are summed over the
+  // replicas: the same gradient as one process training on all of the step's batches.
+  torch::Tensor counts = torch::zeros({2}, torch::kDouble);
+  for (const auto& b : micro) {
+    counts[0] += static_cast<double>(b.tgt_tokens);
+    counts[1] += static_cast<double>(b.src_tokens);
+  }
+  if (data_group_) {
+    if (auto s = data_group_->AllReduceSum(counts); !s.ok()) return s;
+  }
+  const double global_tgt = counts[0].item<double>();
+  const double scale = 1.0 / std::max(1.0, global_tgt);
+
+  flat_->ZeroGrad();
+  model_->train();
+  std::map<int, std::vector<torch::Tensor>> inputs, outputs, out_grads, in_grads;
+  LossSums sums;
+  const int64_t first = compute_->first_layer(), end = compute_->end_layer();
+  auto launch_buckets = [&](int segment) {
+    for (const auto& b : buckets_) {
+      if (b.ready_segment != segment) continue;
+      auto work = data_group_->AllReduceSumAsync(flat_->grads().narrow(0, b.offset, b.numel));
+      if (!work.ok()) throw std::runtime_error(std::string(work.status().message()));
+      pending_reductions_.push_back(*std::move(work));
+    }
+  };
+  try {
+    for (const PipelineAction& a : schedule_[stage_]) {
+      const int j = a.micro_batch;
+      auto t0 = Clock::now();
+      switch (a.type) {
+        case ActionType::kRecvActivation: {
+          auto got = RecvBoundary(a.peer, kActivation, step, j, micro[j], first);
+          if (!got.ok()) return got.status();
+          inputs[j] = *std::move(got);
+          timing.wait_s += Since(t0);
+          break;
+        }
+        case ActionType::kForward: {
+          const double cpu0 = ThreadCpuSeconds();
+          outputs[j] = compute_->Forward(j, micro[j], inputs[j], scale, &sums);
+          inputs.erase(j);
+          timing.compute_cpu_s += ThreadCpuSeconds() - cpu0;
+          timing.compute_s += Since(t0);
+          timing.peak_live = std::max(timing.peak_live,
+                                      static_cast<double>(compute_->live_micro_batches()));
+          break;
+        }
+        case ActionType::kSendActivation:
+          if (auto s = SendBoundary(outputs[j], a.peer, kActivation, step, j); !s.ok()) return s;
+          outputs.erase(j);
+          break;
+        case ActionType::kRecvGradient: {
+          auto got = RecvBoundary(a.peer, kGradient, step, j, micro[j], end);
+          if (!got.ok()) return got.status();
+          out_grads[j] = *std::move(got);
+          timing.wait_s += Since(t0);
+          break;
+        }
+        case ActionType::kBackward: {
+          std::function<void(int)> done;
+          if (j == last_backward_ && !buckets_.empty() && options_.overlap_reduction) {
+            done = launch_buckets;
+          }
+          const double cpu0 = ThreadCpuSeconds();
+          in_grads[j] = compute_->Backward(j, out_grads[j], done);
+          out_grads.erase(j);
+          outputs.erase(j);
+          timing.compute_cpu_s += ThreadCpuSeconds() - cpu0;
+          timing.compute_s += Since(t0);
+          break;
+        }
+        case ActionType::kSendGradient:
+          if (auto s = SendBoundary(in_grads[j], a.peer, kGradient, step, j); !s.ok()) return s;
+          in_grads.erase(j);
+          break;
+      }
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(Where(), " step ", step, ": ", e.what_without_backtrace()));
+  } catch (const std::runtime_error& e) {
+    return absl::InternalError(absl::StrCat(Where(), " step ", step, ": ", e.what()));
+  }
+  auto t0 = Clock::now();
+  if (auto s = WaitSends(); !s.ok()) return s;
+  if (!options_.overlap_reduction) {
+    try {
+      for (int k = compute_->num_segments() - 1; k >= 0 && !buckets_.empty(); --k) launch_buckets(k);
+    } catch (const std::runtime_error& e) {
+      return absl::InternalError(absl::StrCat(Where(), " step ", step, ": ", e.what()));
+    }
+  }
+  const auto reduce_start = Clock::now();
+  if (auto s = ReduceGradients(); !s.ok()) return s;
+  timing.reduce_wait_s = Since(reduce_start);
+
+  // Global norm: each distinct parameter counted once (replica 0; tied tables on their first
+  // holder stage), together with the step's loss sums from the last stage.
+  torch::NoGradGuard no_grad;
+  double sumsq = 0.0;
+  if (replica_ == 0) {
+    sumsq = flat_->grads().pow(2).sum().item<double>();
+    for (const auto& t : tied_) {
+      if (!t.counts_in_norm) sumsq -= flat_->View(flat_->grads(), t.entry).pow(2).sum().item<double>();
+    }
+  }
+  // One reduction carries the norm, the loss sums and every rank's timing of this step.
+  const int world = world_->size();
+  torch::Tensor stats = torch::zeros({4 + kTimingFields * world}, torch::kDouble);
+  auto st = stats.accessor<double, 1>();
+  st[0] = sumsq;
+  if (last_stage()) {
+    st[1] = sums.loss;
+    st[2] = sums.nll;
+    st[3] = static_cast<double>(sums.tokens);
+  }
+  timing.wait_s += Since(t0);
+  timing.step_s = Since(step_start);
+  const int base = 4 + kTimingFields * world_->rank();
+  st[base + 0] = timing.step_s;
+  st[base + 1] = timing.compute_s;
+  st[base + 2] = timing.compute_cpu_s;
+  st[base + 3] = timing.wait_s;
+  st[base + 4] = timing.reduce_wait_s;
+  st[base + 5] = timing.peak_live;
+  if (auto s = world_->AllReduceSum(stats); !s.ok()) return s;
+  for (int r = 0; r < world; ++r) {
+    const int b = 4 + kTimingFields * r;
+    totals.ranks.push_back({st[b], st[b + 1], st[b + 2], st[b + 3], st[b + 4], st[b + 5]});
+  }
+  totals.grad_norm = std::sqrt(std::max(0.0, stats[0].item<double>()));
+  totals.loss_sum = stats[1].item<double>();
+  totals.nll_sum = stats[2].item<double>();
+  totals.tgt_tokens = static_cast<int64_t>(std::llround(stats[3].item<double>()));
+  totals.src_tokens = static_cast<int64_t>(std::llround(counts[1].item<double>()));
+  if (options_.clip_norm > 0.0 && totals.grad_norm > options_.clip_norm) {
+    flat_->grads().mul_(options_.clip_norm / (totals.grad_norm + 1e-6));
+  }
+  optimizer_->Step(lr);
+  return totals;
+}
+
+absl::Status PipelineEngine::ReduceGradients() {
+  absl::Status status;
+  for (auto& work : pending_reductions_) {
+    if (auto s = work->Wait(); !s.ok() && status.ok()) status = s;
+  }
+  pending_reductions_.clear();
+  if (!status.ok()) return status;
+  for (auto& t : tied_) {
+    torch::Tensor grad = flat_->View(flat_->grads(), t.entry);
+    if (auto s = t.group->AllReduceSum(grad); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> PipelineEngine::ForwardOnly(const MicroBatch& batch, int64_t tag_step,
+                                                          LossSums* sums, bool want_hidden) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> in;
+  if (!first_stage()) {
+    auto got = RecvBoundary(stage_ - 1, kActivation, tag_step, 0, batch, compute_->first_layer());
+    if (!got.ok()) return got.status();
+    in = *std::move(got);
+  }
+  torch::Tensor hidden;
+  std::vector<torch::Tensor> out;
+  try {
+    out = compute_->Forward(0, batch, in, 1.0, sums, want_hidden ? &hidden : nullptr);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(Where(), ": ", e.what_without_backtrace()));
+  }
+  if (!last_stage()) {
+    if (auto s = SendBoundary(out, stage_ + 1, kActivation, tag_step, 0); !s.ok()) return s;
+    if (auto s = WaitSends(); !s.ok()) return s;
+  }
+  return hidden;
+}
+
+absl::StatusOr<LossSums> PipelineEngine::Evaluate(const std::vector<MicroBatch>& batches) {
+  const bool was_training = model_->is_training();
+  model_->eval();
+  LossSums sums;
+  for (const auto& batch : batches) {
+    // Negative steps tag forward-only passes, distinct from every training step.
+    auto done = ForwardOnly(batch, -(++eval_calls_), &sums, false);
+    if (!done.ok()) return done.status();
+  }
+  model_->train(was_training);
+  torch::Tensor stats = torch::zeros({3}, torch::kDouble);
+  stats[0] = sums.loss;
+  stats[1] = sums.nll;
+  stats[2] = static_cast<double>(sums.tokens);
+  if (auto s = world_->AllReduceSum(stats); !s.ok()) return s;
+  LossSums total;
+  total.loss = stats[0].item<double>();
+  total.nll = stats[1].item<double>();
+  total.tokens = static_cast<int64_t>(std::llround(stats[2].item<double>()));
+  return total;
+}
+
+absl::StatusOr<double> PipelineEngine::ProbeUpdateNorm(const MicroBatch& probe) {
+  // Replica 0 runs the probe; the other replicas only join the final reduction.
+  torch::Tensor value = torch::zeros({1}, torch::kDouble);
+  if (replica_ == 0) {
+    const bool was_training = model_->is_training();
+    model_->eval();
+    auto hidden = ForwardOnly(probe, -(++eval_calls_), nullptr, true);
+    model_->train(was_training);
+    if (!hidden.ok()) return hidden.status();
+    if (last_stage()) {
+      const auto& c = options_.model;
+      const torch::Tensor& tokens = c.decoder_layers() > 0 ? probe.tgt_out : probe.src;
+      torch::Tensor f = hidden->masked_fill(tokens.eq(c.pad_id()).unsqueeze(-1), 0.0).detach();
+      if (!probe_reference_) {
+        probe_f0_ = f.clone();
+      } else {
+        value[0] = (f - probe_f0_).norm().item<double>();
+      }
+    }
+  } else {
+    ++eval_calls_;
+  }
+  probe_reference_ = true;
+  if (auto s = world_->AllReduceSum(value); !s.ok()) return s;
+  return value[0].item<double>();
+}
+
+}  // namespace deepnet::worker

@@ -1,0 +1,187 @@
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "model/deepnet.h"
+#include "worker/adamw.h"
+#include "worker/communicator.h"
+#include "worker/flat_parameters.h"
+#include "worker/pipeline_schedule.h"
+#include "worker/stage_compute.h"
+#include "worker/stage_partition.h"
+
+namespace deepnet::worker {
+
+struct EngineOptions {
+  // The whole model's shape (vocab_size and pad_id set).
+  model::DeepNetConfig model;
+  // Seeds the parameters (by global name, so every layout starts from the same weights).
+  uint64_t seed = 1;
+  // P x D must equal the world communicator's size; rank = stage * D + replica, so a stage's
+  // data-parallel group is a run of consecutive ranks (one node, when placed by node).
+  int64_t stages = 1;
+  int64_t replicas = 1;
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  // Gradient bucket size for the data-parallel all-reduce, in bytes.
+  int64_t bucket_bytes = 25 << 20;
+  // Start a bucket's all-reduce as soon as its segment's backward is done (else after the
+  // whole schedule: only for measuring how much the overlap hides).
+  bool overlap_reduction = true;
+  double label_smoothing = 0.1;
+  AdamWOptions adam;
+  // Global gradient-norm clip; 0 disables.
+  double clip_norm = 0.0;
+  torch::Device device = torch::kCPU;
+  // Typical source/target lengths, for the stage cost model.
+  int64_t source_length = 32;
+  int64_t target_length = 32;
+};
+
+/// Where one rank's time went in a step.
+struct RankTiming {
+  double step_s = 0.0;          // Wall time of the whole step.
+  double compute_s = 0.0;       // Wall time in forward and backward.
+  double compute_cpu_s = 0.0;   // Thread CPU time in forward and backward (robust to other load).
+  double wait_s = 0.0;          // Blocked on receives, reductions and the final statistics.
+  double reduce_wait_s = 0.0;   // Of which: waiting for data-parallel and tied reductions.
+  double peak_live = 0.0;       // Most micro-batches whose activations were held at once.
+};
+
+/// What one step did, summed over every replica (identical on every rank).
+struct StepTotals {
+  double loss_sum = 0.0;  // Label-smoothed loss summed over target tokens.
+  double nll_sum = 0.0;
+  int64_t tgt_tokens = 0;
+  int64_t src_tokens = 0;
+  double grad_norm = 0.0;  // Global norm before clipping.
+  std::vector<RankTiming> ranks;  // [world rank]
+};
+
+/// Where a resumed run starts.
+struct ResumePoint {
+  int64_t step = 0;
+  nlohmann::json metadata;
+  std::string path;
+  bool same_layout = false;  // Saved with this P x D (RNG states restored), else resharded.
+};
+
+/// Trains one rank's share of a DeepNet: the pipeline stage this rank holds (a contiguous
+/// slice of layers chosen by a cost model), one data-parallel replica of it. Runs a GPipe or
+/// 1F1B schedule (checked for matching sends and receives before use) over the step's
+/// micro-batches, all-reduces gradient buckets within the stage's data-parallel group while
+/// the last backward continues, sums tied embedding gradients over the stages holding them,
+/// clips by the global norm and steps AdamW. Every method is collective over the world
+/// communicator (every rank calls it in the same order). Not thread-safe.
+class PipelineEngine {
+ public:
+  static absl::StatusOr<std::unique_ptr<PipelineEngine>> Create(const EngineOptions& options,
+                                                                Communicator* world);
+  ~PipelineEngine();
+
+  int stage() const { return stage_; }
+  int replica() const { return replica_; }
+  bool first_stage() const { return stage_ == 0; }
+  bool last_stage() const { return stage_ + 1 == options_.stages; }
+  const StagePlan& plan() const { return plan_; }
+  // "rank 3/4: stage 1/2 (encoder 6-11, decoder 0-2), replica 1/2; ..." for the start banner.
+  std::string DescribeRank() const;
+
+  model::DeepNetImpl& model() { return *model_; }
+  FlatParameters& flat() { return *flat_; }
+  AdamW& optimizer() { return *optimizer_; }
+
+  // One optimiser step at learning rate `lr` over this replica's micro-batches (every stage
+  // of the replica passes the same batches). Errors name the rank, stage and micro-batch.
+  absl::StatusOr<StepTotals> TrainStep(const std::vector<MicroBatch>& micro, int64_t step,
+                                       double lr);
+  // Forward-only loss over this replica's batches; sums over all replicas.
+  absl::StatusOr<LossSums> Evaluate(const std::vector<MicroBatch>& batches);
+  // ||F(x, theta) - F(x, theta_0)|| on the probe batch (decoder output, padding zeroed). The
+  // first call, or one after ResetProbe(), records F(x, theta_0) and returns 0.
+  absl::StatusOr<double> ProbeUpdateNorm(const MicroBatch& probe);
+  bool has_probe_reference() const { return probe_reference_; }
+
+  // True on every rank when `flag` is true on any rank (free with one rank).
+  absl::StatusOr<bool> AnyRank(bool flag);
+
+  // Writes this rank's shards and commits the checkpoint (world rank 0 writes `metadata` and
+  // `rank0_tensors`). Returns the committed folder on every rank.
+  absl::StatusOr<std::string> SaveCheckpoint(
+      class CheckpointStore& store, int64_t step, const nlohmann::json& metadata,
+      const std::vector<std::pair<std::string, torch::Tensor>>& rank0_tensors);
+  // Loads the newest checkpoint that every rank can read and verify (tensors by global name,
+  // so any saved layout loads into this one). `check` vets its metadata (same on every rank).
+  // NotFound when there is none; each rejected checkpoint adds a reason to *rejected.
+  absl::StatusOr<ResumePoint> Resume(const class CheckpointStore& store,
+                                     const std::function<absl::Status(const nlohmann::json&)>& check,
+                                     std::vector<std::string>* rejected);
+
+ private:
+  struct Bucket {
+    int64_t offset = 0;  // Range of the flat gradient buffer.
+    int64_t numel = 0;
+    int ready_segment = 0;  // Final once this segment's backward is done.
+  };
+  struct TiedTable {
+    std::string name;
+    size_t entry = 0;                      // Index in flat_->entries().
+    bool counts_in_norm = false;           // This stage is the first holder.
+    std::unique_ptr<Communicator> group;   // Holders of it, all replicas.
+  };
+
+  PipelineEngine(const EngineOptions& options, Communicator* world);
+  absl::Status Setup();
+  void PlanBuckets();
+  int WorldRank(int stage, int replica) const {
+    return stage * static_cast<int>(options_.replicas) + replica;
+  }
+  absl::Status SendBoundary(const std::vector<torch::Tensor>& tensors, int to_stage, int kind,
+                            int64_t step, int micro_batch);
+  absl::StatusOr<std::vector<torch::Tensor>> RecvBoundary(int from_stage, int kind, int64_t step,
+                                                          int micro_batch, const MicroBatch& batch,
+                                                          int64_t boundary);
+  absl::Status WaitSends();
+  absl::StatusOr<torch::Tensor> ForwardOnly(const MicroBatch& batch, int64_t tag_step,
+                                            LossSums* sums, bool want_hidden);
+  absl::Status ReduceGradients();
+  std::string Where() const;
+  // Collective: true on every rank when `ok` is true on every rank.
+  absl::StatusOr<bool> AllOk(bool ok);
+  // Collective: rank 0's string on every rank.
+  absl::StatusOr<std::string> BroadcastString(const std::string& text);
+
+  EngineOptions options_;
+  Communicator* world_;
+  int stage_ = 0;
+  int replica_ = 0;
+  StagePlan plan_;
+  std::unique_ptr<Communicator> data_group_;  // This stage's replicas; null when D = 1.
+  std::vector<TiedTable> tied_;
+  model::DeepNet model_{nullptr};
+  std::unique_ptr<FlatParameters> flat_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<StageCompute> compute_;
+  PipelineSchedule schedule_;
+  int last_backward_ = -1;  // Micro-batch of this stage's last Backward action.
+  std::vector<Bucket> buckets_;
+  std::vector<std::unique_ptr<CommWork>> pending_sends_;
+  std::vector<std::unique_ptr<CommWork>> pending_reductions_;
+  int64_t eval_calls_ = 0;  // Tags forward-only passes.
+  bool probe_reference_ = false;
+  torch::Tensor probe_f0_;  // Last stage: F(x, theta_0).
+  std::map<std::string, size_t> entry_index_;
+  std::string run_token_;  // Same on every rank of this run; names shared temporary folders.
+};
+
+}  // namespace deepnet::worker

@@ -1,0 +1,152 @@
+#include "worker/stage_compute.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "model/loss.h"
+
+namespace deepnet::worker {
+
+std::vector<std::vector<int64_t>> BoundaryShapes(const model::DeepNetConfig& c, int64_t boundary,
+                                                 int64_t batch, int64_t source, int64_t target) {
+  const int64_t n = c.encoder_layers(), m = c.decoder_layers(), d = c.d_model();
+  if (boundary <= 0 || boundary >= n + m) return {};
+  if (boundary < n) return {{batch, source, d}};
+  if (n == 0) return {{batch, target, d}};
+  std::vector<std::vector<int64_t>> shapes{{batch, source, d}};
+  if (boundary > n) shapes.push_back({batch, target, d});
+  return shapes;
+}
+
+StageCompute::StageCompute(model::DeepNetImpl* model, int64_t segments, double label_smoothing)
+    : model_(model), label_smoothing_(label_smoothing) {
+  const auto& slice = model_->slice();
+  const int64_t n = model_->config().encoder_layers();
+  first_ = slice.encoder.empty() ? n + slice.decoder.begin : slice.encoder.begin;
+  end_ = slice.decoder.empty() ? slice.encoder.end : n + slice.decoder.end;
+  const int64_t layers = end_ - first_;
+  segments = std::max<int64_t>(1, std::min(segments, layers));
+  for (int64_t k = 0; k < segments; ++k) {
+    segments_.push_back({first_ + layers * k / segments, first_ + layers * (k + 1) / segments});
+  }
+}
+
+int StageCompute::SegmentOfLayer(int64_t layer) const {
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    if (layer < segments_[k].end) return static_cast<int>(k);
+  }
+  return static_cast<int>(segments_.size()) - 1;
+}
+
+std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const MicroBatch& batch,
+                                                    const std::vector<torch::Tensor>& inputs,
+                                                    double loss_scale, LossSums* sums,
+                                                    torch::Tensor* final_hidden) {
+  const auto& c = model_->config();
+  const int64_t n = c.encoder_layers(), m = c.decoder_layers();
+  TORCH_CHECK(inputs.size() == BoundaryShapes(c, seg.begin, 1, 1, 1).size(), "layers [",
+              seg.begin, ",", seg.end, ") expect ", BoundaryShapes(c, seg.begin, 1, 1, 1).size(),
+              " input tensors, got ", inputs.size());
+  model::EncoderOutput enc;
+  torch::Tensor enc_hidden, dec_hidden;
+  if (n > 0) enc.padding_mask = model_->padding_mask(batch.src);
+  // Unpack the boundary before seg.begin (see BoundaryShapes).
+  if (seg.begin < n) {
+    enc_hidden = seg.begin == 0 ? model_->embed_source(batch.src) : inputs[0];
+  } else if (n > 0) {
+    enc.out = inputs[0];
+    if (seg.begin > n) dec_hidden = inputs[1];
+  } else if (seg.begin > 0) {
+    dec_hidden = inputs[0];
+  }
+  if (seg.begin < n) {
+    const int64_t stop = std::min(seg.end, n);
+    enc_hidden = model_->run_encoder_layers(enc_hidden, enc.padding_mask, seg.begin, stop);
+    if (stop == n) enc.out = model_->finish_encoder(enc_hidden);
+  }
+  if (seg.end > n) {
+    const int64_t from = std::max(seg.begin, n) - n, to = seg.end - n;
+    if (from == 0) dec_hidden = model_->embed_target(batch.tgt_in, 0);
+    dec_hidden = model_->run_decoder_layers(dec_hidden, enc, from, to);
+    if (to == m) dec_hidden = model_->finish_decoder(dec_hidden);
+  }
+  if (seg.end < n) return {enc_hidden};
+  if (seg.end < n + m) {
+    if (n == 0) return {dec_hidden};
+    if (seg.end == n) return {enc.out};
+    return {enc.out, dec_hidden};
+  }
+  // Last layer of the model: logits and the loss.
+  torch::Tensor hidden = m > 0 ? dec_hidden : enc.out;
+  if (final_hidden != nullptr) *final_hidden = hidden;
+  auto out = model::LabelSmoothedCrossEntropy(model_->output_logits(hidden), batch.tgt_out,
+                                              label_smoothing_, c.pad_id());
+  if (sums != nullptr) {
+    sums->loss += out.loss.item<double>();
+    sums->nll += out.nll.item<double>();
+    sums->tokens += out.tokens;
+  }
+  return {out.loss * loss_scale};
+}
+
+std::vector<torch::Tensor> StageCompute::Forward(int micro_batch, const MicroBatch& batch,
+                                                 const std::vector<torch::Tensor>& inputs,
+                                                 double loss_scale, LossSums* sums,
+                                                 torch::Tensor* final_hidden) {
+  const bool grad = torch::GradMode::is_enabled();
+  std::vector<SegmentContext> contexts;
+  std::vector<torch::Tensor> current = inputs;
+  for (const Segment& seg : segments_) {
+    SegmentContext ctx;
+    if (grad) {
+      // Detached leaves: the segment's backward stops here and hands their gradients back.
+      for (const auto& t : current) ctx.leaves.push_back(t.detach().requires_grad_(true));
+    } else {
+      ctx.leaves = current;
+    }
+    ctx.outputs = RunSegment(seg, batch, ctx.leaves, loss_scale, sums, final_hidden);
+    current = ctx.outputs;
+    if (grad) contexts.push_back(std::move(ctx));
+  }
+  if (grad) {
+    TORCH_CHECK(live_.count(micro_batch) == 0, "micro-batch ", micro_batch, " is already live");
+    live_[micro_batch] = std::move(contexts);
+  }
+  if (end_ == model_->config().encoder_layers() + model_->config().decoder_layers()) return {};
+  std::vector<torch::Tensor> out;
+  for (const auto& t : current) out.push_back(t.detach());
+  return out;
+}
+
+std::vector<torch::Tensor> StageCompute::Backward(int micro_batch,
+                                                  const std::vector<torch::Tensor>& output_grads,
+                                                  const std::function<void(int)>& segment_done) {
+  auto it = live_.find(micro_batch);
+  TORCH_CHECK(it != live_.end(), "backward of micro-batch ", micro_batch,
+              " that has no forward on this stage");
+  std::vector<SegmentContext>& contexts = it->second;
+  std::vector<torch::Tensor> grads = output_grads;
+  for (int k = static_cast<int>(contexts.size()) - 1; k >= 0; --k) {
+    SegmentContext& ctx = contexts[k];
+    const bool last_of_model = k + 1 == static_cast<int>(contexts.size()) && grads.empty();
+    if (last_of_model) {
+      torch::autograd::backward(ctx.outputs);
+    } else {
+      TORCH_CHECK(grads.size() == ctx.outputs.size(), "micro-batch ", micro_batch, ": ",
+                  grads.size(), " gradients for ", ctx.outputs.size(), " outputs");
+      torch::autograd::backward(ctx.outputs, grads);
+    }
+    grads.clear();
+    for (auto& leaf : ctx.leaves) {
+      // An input the segment did not use (none today) still owes its sender a gradient.
+      grads.push_back(leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf));
+    }
+    ctx = SegmentContext();
+    if (segment_done) segment_done(k);
+  }
+  live_.erase(it);
+  return grads;
+}
+
+}  // namespace deepnet::worker
