@@ -17,9 +17,12 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "worker/checkpoint_manifest.h"
+#include "worker/checkpoint_reader.h"
+#include "worker/checkpoint_shard.h"
 #include "worker/file_util.h"
 
 namespace deepnet::worker {
@@ -27,33 +30,54 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
-
-// Tensor bytes are written as they lie in memory; a big-endian host would need byte swaps.
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoint format is little-endian");
 
 constexpr const char* kManifest = kManifestFileName;
 constexpr const char* kMetadata = kMetadataFileName;
 constexpr char kLatest[] = "latest";
 constexpr char kTmpMarker[] = ".tmp-";
+// Temporary step folders of a save: step_N.tmp-shared-<token>.
+constexpr char kSharedMarker[] = "shared-";
+constexpr size_t kMaxTokenSize = 64;
 
-std::string TmpSuffix() { return absl::StrCat(kTmpMarker, static_cast<int64_t>(::getpid())); }
+std::string PidString() { return std::to_string(static_cast<int64_t>(::getpid())); }
+// Suffix of the short-lived entries only this process uses (latest.tmp-<pid>, *.old, *.del).
+std::string TmpSuffix() { return absl::StrCat(kTmpMarker, PidString()); }
 
-// Pid of the writer that created a temporary entry of ours (`step_N.tmp-<pid>[...]`,
-// `latest.tmp-<pid>`); nullopt for names this store never creates.
-std::optional<int64_t> TemporaryOwner(absl::string_view name) {
+bool IsValidToken(absl::string_view token) {
+  if (token.empty() || token.size() > kMaxTokenSize) return false;
+  return std::all_of(token.begin(), token.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  });
+}
+
+std::string SharedTmpName(int64_t step, const std::string& token) {
+  return absl::StrCat(StepDirName(step), kTmpMarker, kSharedMarker, token);
+}
+
+// A temporary entry this store creates: `prefix` is "latest" or a step folder name; `owner` is
+// "<pid>" for step_N.tmp-<pid>[...] and latest.tmp-<pid>, "shared-<token>" for a save's folder.
+struct Temporary {
+  std::string prefix;
+  std::string owner;
+};
+
+std::optional<Temporary> ParseTemporary(absl::string_view name) {
   const size_t pos = name.find(kTmpMarker);
   if (pos == absl::string_view::npos) return {};
   const absl::string_view prefix = name.substr(0, pos);
   if (prefix != kLatest && !ParseStepDirName(prefix)) return {};
   absl::string_view rest = name.substr(pos + std::strlen(kTmpMarker));
+  if (absl::StartsWith(rest, kSharedMarker)) {
+    if (prefix == kLatest || !IsValidToken(rest.substr(std::strlen(kSharedMarker)))) return {};
+    return Temporary{std::string(prefix), std::string(rest)};
+  }
   size_t digits = 0;
   while (digits < rest.size() && absl::ascii_isdigit(static_cast<unsigned char>(rest[digits]))) {
     ++digits;
   }
   int64_t pid = 0;
   if (digits == 0 || !absl::SimpleAtoi(rest.substr(0, digits), &pid)) return {};
-  return pid;
+  return Temporary{std::string(prefix), std::string(rest.substr(0, digits))};
 }
 
 absl::Status FsError(const std::error_code& ec, absl::string_view what, const std::string& path) {
@@ -68,23 +92,28 @@ absl::StatusOr<std::string> DumpJson(const json& j, const std::string& path) {
   }
 }
 
-absl::Status ValidateCheckpoint(const Checkpoint& ckpt) {
-  if (ckpt.step < 0) return absl::InvalidArgumentError(absl::StrCat("negative step ", ckpt.step));
-  if (!ckpt.metadata.is_object() && !ckpt.metadata.is_null()) {
+absl::Status ValidateMetadata(const json& metadata, int64_t step) {
+  if (step < 0) return absl::InvalidArgumentError(absl::StrCat("negative step ", step));
+  if (!metadata.is_object() && !metadata.is_null()) {
     return absl::InvalidArgumentError("checkpoint metadata must be a JSON object");
   }
-  if (ckpt.metadata.is_object() && ckpt.metadata.contains("step") &&
-      ckpt.metadata.at("step") != json(ckpt.step)) {
-    return absl::InvalidArgumentError(absl::StrCat("metadata step ",
-                                                   ckpt.metadata.at("step").dump(),
-                                                   " differs from checkpoint step ", ckpt.step));
+  if (metadata.is_object() && metadata.contains("step") && metadata.at("step") != json(step)) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata step ", metadata.at("step").dump(),
+                                                   " differs from checkpoint step ", step));
   }
+  return absl::OkStatus();
+}
+
+// Everything WriteShard would reject, checked before anything is written.
+absl::Status ValidateCheckpoint(const Checkpoint& ckpt) {
+  if (absl::Status s = ValidateMetadata(ckpt.metadata, ckpt.step); !s.ok()) return s;
   std::set<std::string> names;
   for (const auto& [file, tensors] : ckpt.files) {
-    if (!IsSafeFileName(file) || file == kManifest || file == kMetadata) {
+    if (!IsTensorFileName(file)) {
       return absl::InvalidArgumentError(absl::StrCat("invalid checkpoint file name '", file, "'"));
     }
     for (const auto& [name, tensor] : tensors) {
+      if (name.empty()) return absl::InvalidArgumentError("empty tensor name in " + file);
       if (!names.insert(name).second) {
         return absl::InvalidArgumentError(absl::StrCat("duplicate tensor name '", name, "'"));
       }
@@ -98,52 +127,12 @@ absl::Status ValidateCheckpoint(const Checkpoint& ckpt) {
   return absl::OkStatus();
 }
 
-absl::Status WriteTensorFile(const fs::path& folder, const std::string& file,
-                             const NamedTensors& tensors, CheckpointManifest* manifest) {
-  const std::string path = (folder / file).string();
-  absl::StatusOr<std::unique_ptr<DurableWriter>> writer = DurableWriter::Create(path);
-  if (!writer.ok()) return writer.status();
-  for (const auto& [name, tensor] : tensors) {
-    torch::Tensor t;
-    try {  // Device copies can fail (CUDA errors, out of memory).
-      t = tensor.detach().to(torch::kCPU).resolve_conj().resolve_neg().contiguous();
-    } catch (const std::exception& e) {
-      return absl::InternalError(
-          absl::StrCat("cannot copy tensor '", name, "' to CPU for ", path, ": ", e.what()));
-    }
-    if (absl::Status s = (*writer)->PadTo(kTensorAlignment); !s.ok()) return s;
-    CheckpointManifest::Tensor& entry = manifest->tensors.emplace_back();
-    entry.name = name;
-    entry.file = file;
-    entry.dtype = t.scalar_type();
-    entry.shape = t.sizes().vec();
-    entry.offset = static_cast<int64_t>((*writer)->size());
-    entry.nbytes = t.numel() * static_cast<int64_t>(t.element_size());
-    if (entry.nbytes > 0) {
-      absl::Status s = (*writer)->Append(t.data_ptr(), static_cast<size_t>(entry.nbytes));
-      if (!s.ok()) return s;
-    }
-  }
-  if (absl::Status s = (*writer)->Close(); !s.ok()) return s;
-  manifest->files.push_back(
-      {file, static_cast<int64_t>((*writer)->size()), (*writer)->HexDigest()});
-  return absl::OkStatus();
-}
-
-// Writes every file of `ckpt` into the new folder `tmp`, MANIFEST.json last, all fsynced.
-absl::Status WriteCheckpointFolder(const fs::path& tmp, const Checkpoint& ckpt) {
-  std::error_code ec;
-  if (!fs::create_directory(tmp, ec)) {
-    return FsError(ec ? ec : std::make_error_code(std::errc::file_exists), "cannot create",
-                   tmp.string());
-  }
-  CheckpointManifest manifest;
-  manifest.step = ckpt.step;
-  for (const auto& [file, tensors] : ckpt.files) {
-    if (absl::Status s = WriteTensorFile(tmp, file, tensors, &manifest); !s.ok()) return s;
-  }
-  json metadata = ckpt.metadata.is_object() ? ckpt.metadata : json::object();
-  metadata["step"] = ckpt.step;
+// Turns the collected shards in `tmp` into a complete checkpoint folder: metadata.json and
+// MANIFEST.json written and fsynced, shard indices removed, the folder fsynced.
+absl::Status FinishFolder(const fs::path& tmp, const json& user_metadata,
+                          CheckpointManifest manifest) {
+  json metadata = user_metadata.is_object() ? user_metadata : json::object();
+  metadata["step"] = manifest.step;
   const std::string metadata_path = (tmp / kMetadata).string();
   absl::StatusOr<std::string> text = DumpJson(metadata, metadata_path);
   if (!text.ok()) return text.status();
@@ -151,6 +140,14 @@ absl::Status WriteCheckpointFolder(const fs::path& tmp, const Checkpoint& ckpt) 
   if (absl::Status s = WriteFileDurably(metadata_path, *text, &sha); !s.ok()) return s;
   manifest.files.push_back({kMetadata, static_cast<int64_t>(text->size()), sha});
 
+  // The manifest carries everything the indices held; a committed folder holds listed files only.
+  for (const CheckpointManifest::File& file : manifest.files) {
+    if (file.name == kMetadata) continue;
+    std::error_code ec;
+    const fs::path index = tmp / (file.name + kShardIndexSuffix);
+    fs::remove(index, ec);
+    if (ec) return FsError(ec, "cannot remove", index.string());
+  }
   const std::string manifest_path = (tmp / kManifest).string();
   text = DumpJson(ManifestToJson(manifest), manifest_path);
   if (!text.ok()) return text.status();
@@ -214,29 +211,108 @@ absl::StatusOr<std::string> CheckpointStore::Save(const Checkpoint& checkpoint) 
   if (absl::Status s = ValidateCheckpoint(checkpoint); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(s.message(), " (checkpoint dir ", dir(), ")"));
   }
-  const fs::path dir_path(options_.dir);
-  const std::string name = StepDirName(checkpoint.step);
-  const std::string final_path = (dir_path / name).string();
-  const std::string tmp = final_path + TmpSuffix();
+  absl::StatusOr<std::string> tmp = PrepareShardedSave(checkpoint.step, PidString());
+  if (!tmp.ok()) return tmp.status();
+  std::vector<std::string> shard_names;
+  for (const auto& [file, tensors] : checkpoint.files) {
+    if (absl::Status s = WriteShard(*tmp, file, tensors); !s.ok()) {
+      std::error_code ec;
+      fs::remove_all(*tmp, ec);
+      return s;
+    }
+    shard_names.push_back(file);
+  }
+  return CommitShardedSave(*tmp, checkpoint.step, checkpoint.metadata, shard_names);
+}
+
+absl::StatusOr<std::string> CheckpointStore::PrepareShardedSave(int64_t step,
+                                                                const std::string& token) {
+  if (step < 0) return absl::InvalidArgumentError(absl::StrCat("negative step ", step));
+  if (!IsValidToken(token)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid save token '", token,
+                                                   "' (want 1-64 of [A-Za-z0-9_-]) for ", dir()));
+  }
+  // A folder of this step left by a crashed run (any token, this one included) is never reused.
+  const std::string step_name = StepDirName(step);
   std::error_code ec;
-  fs::remove_all(tmp, ec);  // Left by an earlier failed Save of this process.
-  absl::Status s = WriteCheckpointFolder(tmp, checkpoint);
-  if (s.ok()) s = CommitFolder(tmp, final_path);
+  for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::optional<Temporary> temp = ParseTemporary(it->path().filename().string());
+    if (!temp || temp->prefix != step_name) continue;
+    std::error_code remove_ec;
+    fs::remove_all(it->path(), remove_ec);
+    if (remove_ec) return FsError(remove_ec, "cannot remove stale", it->path().string());
+  }
+  if (ec) return FsError(ec, "cannot list", options_.dir);
+  const std::string tmp = (fs::path(options_.dir) / SharedTmpName(step, token)).string();
+  if (!fs::create_directory(tmp, ec)) {
+    return FsError(ec ? ec : std::make_error_code(std::errc::file_exists), "cannot create", tmp);
+  }
+  return tmp;
+}
+
+absl::Status CheckpointStore::WriteShard(
+    const std::string& tmp_dir, const std::string& shard_name,
+    const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  const fs::path tmp(tmp_dir);
+  const std::string name = (tmp.filename().empty() ? tmp.parent_path() : tmp).filename().string();
+  const std::optional<Temporary> temp = ParseTemporary(name);
+  // Never write into a committed folder or anything else that PrepareShardedSave did not create.
+  if (!temp || !absl::StartsWith(temp->owner, kSharedMarker)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write shard ", shard_name, ": ", tmp_dir,
+                     " is not a folder made by PrepareShardedSave"));
+  }
+  return WriteShardFiles(tmp_dir, shard_name, tensors);
+}
+
+absl::StatusOr<std::string> CheckpointStore::CommitShardedSave(
+    const std::string& tmp_dir, int64_t step, const nlohmann::json& metadata,
+    const std::vector<std::string>& shard_names) {
+  if (step < 0) return absl::InvalidArgumentError(absl::StrCat("negative step ", step));
+  const fs::path dir_path(options_.dir);
+  const fs::path tmp = fs::path(tmp_dir).filename().empty() ? fs::path(tmp_dir).parent_path()
+                                                            : fs::path(tmp_dir);
+  const fs::path tmp_name = tmp.filename();
+  const std::string prefix = absl::StrCat(StepDirName(step), kTmpMarker, kSharedMarker);
+  std::error_code ec;
+  if (!absl::StartsWith(tmp_name.string(), prefix) ||
+      !IsValidToken(tmp_name.string().substr(prefix.size())) ||
+      !fs::equivalent(fs::absolute(tmp, ec).parent_path(), dir_path, ec)) {
+    // Not ours to remove.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot commit ", tmp_dir, ": not a folder made by PrepareShardedSave for step ", step,
+        " in ", options_.dir));
+  }
+  const std::string token = tmp_name.string().substr(prefix.size());
+  const std::string name = StepDirName(step);
+  const std::string final_path = (dir_path / name).string();
+
+  absl::Status s = ValidateMetadata(metadata, step);
+  if (s.ok()) {
+    absl::StatusOr<CheckpointManifest> manifest = CollectShards(tmp_dir, step, shard_names);
+    s = manifest.ok() ? FinishFolder(tmp, metadata, std::move(*manifest)) : manifest.status();
+  }
+  if (s.ok()) s = CommitFolder(tmp.string(), final_path);
   if (s.ok()) s = FsyncDir(options_.dir);
   if (!s.ok()) {
     fs::remove_all(tmp, ec);
-    return s;
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (commit of step ", step, " in ",
+                                               options_.dir, "; nothing committed)"));
   }
   s = ReplaceFileAtomically((dir_path / kLatest).string(), name + "\n", TmpSuffix());
   if (!s.ok()) return s;
+  CleanUpAfterCommit(step, token);
+  return final_path;
+}
 
-  // The checkpoint is committed; failures below only leave extra files and are logged.
+void CheckpointStore::CleanUpAfterCommit(int64_t step, const std::string& token) const {
+  std::error_code ec;
   if (options_.keep_last > 0) {
     const std::vector<CheckpointInfo> infos = List();
     int64_t excess = static_cast<int64_t>(infos.size()) - options_.keep_last;
     for (const CheckpointInfo& info : infos) {  // Oldest first.
       if (excess <= 0) break;
-      if (info.step == checkpoint.step) continue;
+      if (info.step == step) continue;
       // Rename first so that a half-deleted folder never looks like a completed checkpoint.
       const std::string doomed = absl::StrCat(info.path, TmpSuffix(), ".del");
       if (absl::Status r = RenamePath(info.path, doomed); !r.ok()) {
@@ -248,15 +324,16 @@ absl::StatusOr<std::string> CheckpointStore::Save(const Checkpoint& checkpoint) 
       if (ec) spdlog::warn("[ckpt] cannot delete {}: {}", doomed, ec.message());
     }
   }
-  const int64_t pid = ::getpid();
-  for (fs::directory_iterator it(dir_path, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::optional<int64_t> owner = TemporaryOwner(it->path().filename().string());
-    if (!owner || *owner == pid) continue;
+  // Temporaries of other writers are stale: saves into one folder never overlap.
+  const std::string own_pid = PidString();
+  const std::string own_shared = absl::StrCat(kSharedMarker, token);
+  for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::optional<Temporary> temp = ParseTemporary(it->path().filename().string());
+    if (!temp || temp->owner == own_pid || temp->owner == own_shared) continue;
     std::error_code remove_ec;
     fs::remove_all(it->path(), remove_ec);
     if (remove_ec) spdlog::warn("[ckpt] cannot remove stale {}", it->path().string());
   }
-  return final_path;
 }
 
 absl::StatusOr<Checkpoint> CheckpointStore::LoadLatest(std::vector<std::string>* rejected) const {
@@ -294,26 +371,16 @@ absl::StatusOr<Checkpoint> CheckpointStore::LoadLatest(std::vector<std::string>*
 }
 
 absl::StatusOr<Checkpoint> CheckpointStore::Load(const std::string& path) {
+  // Manifest, folder name and metadata.json are checked by the reader.
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  const CheckpointManifest& manifest = (*reader)->manifest();
   const fs::path folder(path);
-  const std::string manifest_path = (folder / kManifest).string();
-  absl::StatusOr<std::string> text = ReadFileToString(manifest_path);
-  if (absl::IsNotFound(text.status())) {
-    return absl::NotFoundError(absl::StrCat("missing manifest ", manifest_path));
-  }
-  if (!text.ok()) return text.status();  // Names the manifest path.
-  absl::StatusOr<CheckpointManifest> manifest = ParseManifest(*text, manifest_path);
-  if (!manifest.ok()) return manifest.status();
-  const fs::path name =
-      folder.filename().empty() ? folder.parent_path().filename() : folder.filename();
-  // Folders with other names (copies made by hand) are loadable; step folders must agree.
-  if (const std::optional<int64_t> step = ParseStepDirName(name.string());
-      step && *step != manifest->step) {
-    return absl::DataLossError(
-        absl::StrCat(manifest_path, ": step ", manifest->step, " does not match the folder name"));
-  }
 
+  // The SHA-256 of each whole file covers every tensor in it, whatever the format version.
   std::map<std::string, MappedFile> mapped;
-  for (const CheckpointManifest::File& file : manifest->files) {
+  for (const CheckpointManifest::File& file : manifest.files) {
+    if (file.name == kMetadata) continue;
     const std::string file_path = (folder / file.name).string();
     absl::StatusOr<MappedFile> data = MappedFile::Open(file_path);
     if (!data.ok()) return data.status();
@@ -321,21 +388,20 @@ absl::StatusOr<Checkpoint> CheckpointStore::Load(const std::string& path) {
       return absl::DataLossError(absl::StrCat(file_path, ": size mismatch (manifest ", file.size,
                                               " bytes, on disk ", data->size(), ")"));
     }
-    Sha256 sha;
-    sha.Update(data->data(), data->size());
-    if (sha.HexDigest() != file.sha256) {
+    if (Sha256Hex(data->data(), data->size()) != file.sha256) {
       return absl::DataLossError(absl::StrCat(file_path, ": checksum mismatch"));
     }
     mapped.emplace(file.name, std::move(*data));
   }
 
   Checkpoint ckpt;
-  ckpt.step = manifest->step;
-  for (const CheckpointManifest::File& file : manifest->files) {
+  ckpt.step = manifest.step;
+  ckpt.metadata = (*reader)->metadata();
+  for (const CheckpointManifest::File& file : manifest.files) {
     if (file.name != kMetadata) ckpt.files[file.name];  // Keeps files without tensors.
   }
   try {
-    for (const CheckpointManifest::Tensor& t : manifest->tensors) {
+    for (const CheckpointManifest::Tensor& t : manifest.tensors) {
       // Copies out of the mapping so that the tensor owns its memory.
       torch::Tensor tensor = torch::empty(t.shape, torch::TensorOptions().dtype(t.dtype));
       if (t.nbytes > 0) {
@@ -348,20 +414,6 @@ absl::StatusOr<Checkpoint> CheckpointStore::Load(const std::string& path) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate tensors of ", path, ": ", e.what()));
   }
-
-  const MappedFile& metadata_file = mapped.at(kMetadata);
-  const std::string metadata_path = (folder / kMetadata).string();
-  json metadata =
-      json::parse(reinterpret_cast<const char*>(metadata_file.data()),
-                  reinterpret_cast<const char*>(metadata_file.data()) + metadata_file.size(),
-                  nullptr, /*allow_exceptions=*/false);
-  if (metadata.is_discarded() || !metadata.is_object() || !metadata.contains("step") ||
-      metadata.at("step") != json(ckpt.step)) {
-    return absl::DataLossError(
-        absl::StrCat(metadata_path, ": not a JSON object with \"step\": ", ckpt.step));
-  }
-  metadata.erase("step");  // Carried by Checkpoint::step.
-  ckpt.metadata = std::move(metadata);
   return ckpt;
 }
 

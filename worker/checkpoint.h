@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,28 +43,60 @@ struct CheckpointInfo {
   std::string path;
 };
 
-/// Writes and reads checkpoints atomically under one folder:
-///   dir/step_000000100.tmp-<pid>/ is written (every file fsynced, then MANIFEST.json with the
-///   SHA-256, size and tensor table of every file, fsynced), renamed to dir/step_000000100/,
-///   the folder fsynced, then dir/latest (text: the folder name) is replaced atomically via a
-///   temporary file and rename. A reader verifies sizes and SHA-256 of every file against the
-///   manifest; a torn or corrupted checkpoint is rejected with an error naming the file, and
-///   LoadLatest falls back to the newest older checkpoint that verifies.
-/// Thread-compatible: one writer at a time.
+/// Writes and reads checkpoints atomically under one folder. A save, by one process (Save) or
+/// by several ranks that each write a shard (PrepareShardedSave / WriteShard /
+/// CommitShardedSave), goes through the same steps:
+///   dir/step_000000100.tmp-shared-<token>/ is created; every shard file is written with a
+///   "<shard>.index.json" beside it (tensor table with per-tensor SHA-256, file size and SHA-256),
+///   both fsynced; the commit checks the shards, folds the indices into MANIFEST.json (every file
+///   with size and SHA-256, every tensor with file, dtype, shape, offset, nbytes and SHA-256) and
+///   writes metadata.json, fsyncs, renames the folder to dir/step_000000100/, fsyncs `dir`, then
+///   replaces dir/latest (text: the folder name) atomically and prunes to keep_last.
+/// Tensor names are global, so a checkpoint saved by one layout (pipeline stages x data-parallel
+/// ranks) loads into any other: CheckpointReader reads tensors by name. A reader verifies sizes
+/// and SHA-256 against the manifest; a torn or corrupted checkpoint is rejected with an error
+/// naming the file, and LoadLatest falls back to the newest older checkpoint that verifies.
+/// Thread-compatible: one save at a time per folder (WriteShard is static and may run
+/// concurrently for different shards of one save).
 class CheckpointStore {
  public:
   static absl::StatusOr<std::unique_ptr<CheckpointStore>> Open(const CheckpointStoreOptions& options);
 
-  // Saves `checkpoint` (tensors may live on any device; they are copied to CPU).
+  // Saves `checkpoint` (tensors may live on any device; they are copied to CPU): the one-writer
+  // case of the sharded save, one shard per file of `checkpoint`, the process id as token.
   // Returns the final folder path.
   [[nodiscard]] absl::StatusOr<std::string> Save(const Checkpoint& checkpoint);
+
+  // --- Sharded save: several processes write one checkpoint. The caller provides barriers. ---
+  // 1. One coordinating rank: removes stale temporary folders of `step` (a crashed run's), then
+  //    creates the empty folder dir/step_N.tmp-shared-<token> and returns its path. `token`
+  //    ([A-Za-z0-9_-], at most 64 characters) names the run, e.g. the launcher's job id.
+  [[nodiscard]] absl::StatusOr<std::string> PrepareShardedSave(int64_t step,
+                                                              const std::string& token);
+  // 2. Every writing rank (after a barrier): writes `shard_name` (a plain file name such as
+  //    "stage-002.bin") holding `tensors` (global names, unique across all shards; any device)
+  //    and "<shard_name>.index.json", fsyncing both. Concurrent calls for different shards of
+  //    one save are safe.
+  [[nodiscard]] static absl::Status WriteShard(
+      const std::string& tmp_dir, const std::string& shard_name,
+      const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
+  // 3. The coordinating rank (after a barrier): checks that exactly `shard_names` are present with
+  //    valid indices whose sizes match the files (NotFound naming a missing shard), rejects a
+  //    tensor name found in two shards (InvalidArgument naming both), writes metadata.json
+  //    (`metadata` plus "step") and MANIFEST.json, fsyncs, renames to step_N, fsyncs the
+  //    parent, replaces `latest` and prunes per keep_last. Returns the final folder. On a
+  //    failure before the rename the temporary folder is removed and nothing is committed.
+  [[nodiscard]] absl::StatusOr<std::string> CommitShardedSave(
+      const std::string& tmp_dir, int64_t step, const nlohmann::json& metadata,
+      const std::vector<std::string>& shard_names);
 
   // Loads the checkpoint `latest` names; when it fails verification, the newest older one that
   // verifies. NotFound when there is none. Each rejected checkpoint adds a message (naming
   // the file and reason) to *rejected if non-null.
   [[nodiscard]] absl::StatusOr<Checkpoint> LoadLatest(std::vector<std::string>* rejected = nullptr) const;
 
-  // Loads and verifies one checkpoint folder.
+  // Loads one checkpoint folder, single-process or sharded, verifying the size and SHA-256 of
+  // every file; Checkpoint::files has one entry per file (shard).
   [[nodiscard]] static absl::StatusOr<Checkpoint> Load(const std::string& path);
 
   // Completed checkpoint folders, oldest first (temporary folders are ignored).
@@ -73,6 +106,10 @@ class CheckpointStore {
 
  private:
   explicit CheckpointStore(const CheckpointStoreOptions& options) : options_(options) {}
+  // After the rename of a save with `token`: prunes to keep_last (never `step`) and removes
+  // temporaries left by other writers. Failures are logged, not returned.
+  void CleanUpAfterCommit(int64_t step, const std::string& token) const;
+
   CheckpointStoreOptions options_;
 };
 

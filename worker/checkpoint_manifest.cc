@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 
 namespace deepnet::worker {
@@ -51,7 +52,17 @@ const json& ArrayField(const json& j, const char* key) {
   return v;
 }
 
-CheckpointManifest::Tensor ParseTensor(const json& t, const std::map<std::string, int64_t>& files,
+bool IsHexSha256(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f')) return false;
+  }
+  return true;
+}
+
+// `files` maps every listed file name to its size. Version 1 tensors carry no sha256.
+CheckpointManifest::Tensor ParseTensor(const json& t, int64_t format_version,
+                                       const std::map<std::string, int64_t>& files,
                                        std::set<std::string>* names) {
   CheckpointManifest::Tensor tensor;
   tensor.name = t.at("name").get<std::string>();
@@ -60,7 +71,12 @@ CheckpointManifest::Tensor ParseTensor(const json& t, const std::map<std::string
   tensor.offset = NonNegativeField(t, "offset");
   tensor.nbytes = NonNegativeField(t, "nbytes");
   const std::string where = absl::StrCat("tensor '", tensor.name, "': ");
+  if (tensor.name.empty()) throw std::runtime_error("empty tensor name");
   if (!names->insert(tensor.name).second) throw std::runtime_error(where + "repeated name");
+  if (format_version >= 2) {
+    tensor.sha256 = t.at("sha256").get<std::string>();
+    if (!IsHexSha256(tensor.sha256)) throw std::runtime_error(where + "malformed sha256");
+  }
   const auto file_size = files.find(tensor.file);
   if (file_size == files.end() || tensor.file == kMetadataFileName) {
     throw std::runtime_error(where + "file '" + tensor.file + "' not listed");
@@ -85,6 +101,23 @@ CheckpointManifest::Tensor ParseTensor(const json& t, const std::map<std::string
     throw std::runtime_error(where + "offset misaligned or out of bounds of " + tensor.file);
   }
   return tensor;
+}
+
+json TensorToJson(const CheckpointManifest::Tensor& t) {
+  return {{"name", t.name},     {"file", t.file},     {"dtype", DtypeName(t.dtype)},
+          {"shape", t.shape},   {"offset", t.offset}, {"nbytes", t.nbytes},
+          {"sha256", t.sha256}};
+}
+
+CheckpointManifest::File ParseFile(const json& f) {
+  CheckpointManifest::File file;
+  file.name = f.at("name").get<std::string>();
+  file.size = NonNegativeField(f, "size");
+  file.sha256 = f.at("sha256").get<std::string>();
+  if (!IsHexSha256(file.sha256)) {
+    throw std::runtime_error(absl::StrCat("file '", file.name, "': malformed sha256"));
+  }
+  return file;
 }
 
 }  // namespace
@@ -126,20 +159,19 @@ bool IsSafeFileName(const std::string& name) {
          name.find_first_of(std::string("/\0", 2)) == std::string::npos;
 }
 
+bool IsTensorFileName(const std::string& name) {
+  return IsSafeFileName(name) && name != kManifestFileName && name != kMetadataFileName &&
+         !absl::EndsWith(name, kShardIndexSuffix);
+}
+
+// Always writes the current format version: every writer fills the per-tensor sha256.
 json ManifestToJson(const CheckpointManifest& manifest) {
   json files = json::array();
   for (const CheckpointManifest::File& f : manifest.files) {
     files.push_back({{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
   }
   json tensors = json::array();
-  for (const CheckpointManifest::Tensor& t : manifest.tensors) {
-    tensors.push_back({{"name", t.name},
-                       {"file", t.file},
-                       {"dtype", DtypeName(t.dtype)},
-                       {"shape", t.shape},
-                       {"offset", t.offset},
-                       {"nbytes", t.nbytes}});
-  }
+  for (const CheckpointManifest::Tensor& t : manifest.tensors) tensors.push_back(TensorToJson(t));
   return {{"format", "deepnet-checkpoint"},
           {"format_version", kCheckpointFormatVersion},
           {"step", manifest.step},
@@ -154,16 +186,17 @@ absl::StatusOr<CheckpointManifest> ParseManifest(const std::string& text, const 
   }
   try {
     CheckpointManifest m;
-    if (const int64_t v = NonNegativeField(j, "format_version"); v != kCheckpointFormatVersion) {
-      throw std::runtime_error(absl::StrCat("unsupported format_version ", v));
+    m.format_version = NonNegativeField(j, "format_version");
+    if (m.format_version < kOldestReadableFormatVersion ||
+        m.format_version > kCheckpointFormatVersion) {
+      throw std::runtime_error(absl::StrCat("unsupported format_version ", m.format_version,
+                                            " (this build reads ", kOldestReadableFormatVersion,
+                                            " to ", kCheckpointFormatVersion, ")"));
     }
     m.step = NonNegativeField(j, "step");
     std::map<std::string, int64_t> file_sizes;
     for (const json& f : ArrayField(j, "files")) {
-      CheckpointManifest::File& file = m.files.emplace_back();
-      file.name = f.at("name").get<std::string>();
-      file.size = NonNegativeField(f, "size");
-      file.sha256 = f.at("sha256").get<std::string>();
+      const CheckpointManifest::File& file = m.files.emplace_back(ParseFile(f));
       if (!IsSafeFileName(file.name) || file.name == kManifestFileName ||
           !file_sizes.emplace(file.name, file.size).second) {
         throw std::runtime_error(absl::StrCat("bad or repeated file name '", file.name, "'"));
@@ -174,11 +207,46 @@ absl::StatusOr<CheckpointManifest> ParseManifest(const std::string& text, const 
     }
     std::set<std::string> names;
     for (const json& t : ArrayField(j, "tensors")) {
-      m.tensors.push_back(ParseTensor(t, file_sizes, &names));
+      m.tensors.push_back(ParseTensor(t, m.format_version, file_sizes, &names));
     }
     return m;
   } catch (const std::exception& e) {  // json::exception included.
     return absl::DataLossError(absl::StrCat("malformed manifest ", path, ": ", e.what()));
+  }
+}
+
+json ShardIndexToJson(const ShardIndex& index) {
+  json tensors = json::array();
+  for (const CheckpointManifest::Tensor& t : index.tensors) tensors.push_back(TensorToJson(t));
+  return {{"format", "deepnet-checkpoint-shard"},
+          {"format_version", kCheckpointFormatVersion},
+          {"file", {{"name", index.file.name}, {"size", index.file.size},
+                    {"sha256", index.file.sha256}}},
+          {"tensors", std::move(tensors)}};
+}
+
+absl::StatusOr<ShardIndex> ParseShardIndex(const std::string& text, const std::string& path) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::DataLossError(absl::StrCat("unparsable shard index ", path));
+  }
+  try {
+    if (const int64_t v = NonNegativeField(j, "format_version"); v != kCheckpointFormatVersion) {
+      throw std::runtime_error(absl::StrCat("unsupported format_version ", v));
+    }
+    ShardIndex index;
+    index.file = ParseFile(j.at("file"));
+    if (!IsTensorFileName(index.file.name)) {
+      throw std::runtime_error(absl::StrCat("bad shard file name '", index.file.name, "'"));
+    }
+    const std::map<std::string, int64_t> file_sizes = {{index.file.name, index.file.size}};
+    std::set<std::string> names;
+    for (const json& t : ArrayField(j, "tensors")) {
+      index.tensors.push_back(ParseTensor(t, kCheckpointFormatVersion, file_sizes, &names));
+    }
+    return index;
+  } catch (const std::exception& e) {  // json::exception included.
+    return absl::DataLossError(absl::StrCat("malformed shard index ", path, ": ", e.what()));
   }
 }
 

@@ -178,7 +178,7 @@ TEST_F(CheckpointStoreTest, WritesDocumentedLayoutAndManifest) {
   ckpt.files["model.bin"].push_back({"h", torch::ones({3}, torch::kFloat16)});
   const fs::path folder = SaveOk(*store, ckpt);
   const auto manifest = nlohmann::json::parse(ReadText(folder / "MANIFEST.json"));
-  EXPECT_EQ(manifest.at("format_version"), 1);
+  EXPECT_EQ(manifest.at("format_version"), 2);
   EXPECT_EQ(manifest.at("step"), 7);
   std::set<std::string> listed;
   for (const auto& f : manifest.at("files")) {
@@ -189,7 +189,16 @@ TEST_F(CheckpointStoreTest, WritesDocumentedLayoutAndManifest) {
   }
   EXPECT_EQ(listed, (std::set<std::string>{"metadata.json", "model.bin"}));
   ASSERT_THAT(manifest.at("tensors"), SizeIs(3));
-  for (const auto& t : manifest.at("tensors")) EXPECT_EQ(t.at("offset").get<int64_t>() % 64, 0);
+  const std::string model_bytes = ReadText(folder / "model.bin");
+  for (const auto& t : manifest.at("tensors")) {
+    const int64_t offset = t.at("offset").get<int64_t>();
+    EXPECT_EQ(offset % 64, 0);
+    EXPECT_EQ(t.at("file"), "model.bin");
+    // Format version 2: each tensor's bytes carry their own SHA-256.
+    EXPECT_EQ(t.at("sha256").get<std::string>(),
+              Sha256Hex(model_bytes.data() + offset, t.at("nbytes").get<size_t>()))
+        << t.at("name");
+  }
   const auto& h = manifest.at("tensors")[2];
   EXPECT_EQ(h.at("name"), "h");
   EXPECT_EQ(h.at("dtype"), "float16");
