@@ -65,8 +65,9 @@ std::map<std::string, torch::Tensor> FinalParameters(const std::string& dir) {
   auto ckpt = (*store)->LoadLatest();
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
   std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, t] : ckpt->files.at("model.bin")) out[name] = t;
-  for (const auto& [name, t] : ckpt->files.at("optimizer.bin")) out[name] = t;
+  for (const auto& [file, tensors] : ckpt->files) {
+    for (const auto& [name, t] : tensors) out[name] = t;
+  }
   return out;
 }
 
@@ -95,7 +96,7 @@ TEST(TrainerTest, ResumeReproducesTheUninterruptedRunBitForBit) {
 TEST(TrainerTest, CorruptLatestCheckpointFallsBackToThePreviousOne) {
   TempDir dir;
   Train(SmallJob(dir.path()));  // Checkpoints at steps 6 and 12.
-  const std::string victim = dir / "step_000000012/model.bin";
+  const std::string victim = dir / "step_000000012/model-s000.bin";
   {
     std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(100);
@@ -112,7 +113,7 @@ TEST(TrainerTest, CorruptLatestCheckpointFallsBackToThePreviousOne) {
   auto summary = (*trainer)->Run();
   ASSERT_TRUE(summary.ok());
   ASSERT_EQ(summary->rejected_checkpoints.size(), 1u);
-  EXPECT_NE(summary->rejected_checkpoints[0].find("model.bin"), std::string::npos)
+  EXPECT_NE(summary->rejected_checkpoints[0].find("model-s000.bin"), std::string::npos)
       << summary->rejected_checkpoints[0];
   EXPECT_EQ(summary->final_step, 12);
 }
@@ -121,7 +122,7 @@ TEST(TrainerTest, TruncatedCheckpointIsRejected) {
   TempDir dir;
   JobConfig c = SmallJob(dir.path());
   Train(c);
-  std::filesystem::resize_file(dir / "step_000000012/optimizer.bin", 64);
+  std::filesystem::resize_file(dir / "step_000000012/optimizer-s000.bin", 64);
   auto trainer = Trainer::Create(c, TrainerIo{});
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   EXPECT_EQ((*trainer)->step(), 6);
