@@ -68,11 +68,11 @@ torch::Tensor FloatSum(int64_t n, int size) {
 }
 // Values beyond 32 bits so that a truncating transport shows.
 torch::Tensor IntInput(int64_t n, int rank) {
-  return torch::arange(n, torch::kInt64) + int64_t{rank} * 5'000'000'000LL;
+  return torch::arange(n, torch::kInt64) + static_cast<int64_t>(rank * 5'000'000'000LL);
 }
 torch::Tensor IntSum(int64_t n, int size) {
   return torch::arange(n, torch::kInt64) * size +
-         int64_t{size} * (size - 1) / 2 * 5'000'000'000LL;
+         static_cast<int64_t>(size * (size - 1) / 2 * 5'000'000'000LL);
 }
 
 absl::Status CheckAllReduce(Communicator& comm, bool integer, int64_t n) {
@@ -112,9 +112,13 @@ absl::Status CheckRing(Communicator& comm) {
   torch::Tensor out2 = torch::full({50000}, comm.rank() * 10.0 + 2, torch::kFloat32);
   torch::Tensor in1 = torch::zeros({100}, torch::kInt32);
   torch::Tensor in2 = torch::zeros({50000}, torch::kFloat32);
+  std::vector<absl::StatusOr<std::unique_ptr<CommWork>>> started;
+  started.push_back(comm.RecvAsync(in2, prev, 2));
+  started.push_back(comm.RecvAsync(in1, prev, 1));
+  started.push_back(comm.SendAsync(out1, next, 1));
+  started.push_back(comm.SendAsync(out2, next, 2));
   std::vector<std::unique_ptr<CommWork>> works;
-  for (auto work : {comm.RecvAsync(in2, prev, 2), comm.RecvAsync(in1, prev, 1),
-                    comm.SendAsync(out1, next, 1), comm.SendAsync(out2, next, 2)}) {
+  for (auto& work : started) {
     if (!work.ok()) return work.status();
     works.push_back(*std::move(work));
   }
