@@ -1,0 +1,316 @@
+// LoopbackCommunicator, backend-name parsing, launch-environment detection and the rendezvous
+// options of the communicator factory. Multi-process backends: tests/integration/comm_*.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "tests/worker/test_util.h"
+#include "worker/communicator.h"
+#include "worker/communicator_factory.h"
+#include "worker/launch_env.h"
+#include "worker/loopback_communicator.h"
+
+namespace deepnet::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CommunicatorTest, ParsesBackendNamesAndRoundTrips) {
+  for (CommBackendKind kind : {CommBackendKind::kMpi, CommBackendKind::kGloo,
+                               CommBackendKind::kNccl}) {
+    absl::StatusOr<CommBackendKind> parsed = ParseCommBackend(ToString(kind));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, kind);
+  }
+  EXPECT_EQ(ToString(CommBackendKind::kGloo), "gloo");
+}
+
+TEST(CommunicatorTest, RejectsUnknownBackendListingAllowedNames) {
+  absl::StatusOr<CommBackendKind> parsed = ParseCommBackend("MPI");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("\"MPI\""));
+  EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("mpi, gloo, nccl"));
+}
+
+TEST(LoopbackCommunicatorTest, CollectivesLeaveTensorsUnchanged) {
+  LoopbackCommunicator comm;
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.size(), 1);
+  EXPECT_EQ(comm.backend(), "loopback");
+  torch::Tensor t = torch::arange(6, torch::kFloat32);
+  const torch::Tensor expected = t.clone();
+  ASSERT_TRUE(comm.AllReduceSum(t).ok());
+  EXPECT_TRUE(torch::equal(t, expected));
+  auto work = comm.AllReduceSumAsync(t);
+  ASSERT_TRUE(work.ok());
+  ASSERT_TRUE((*work)->Wait().ok());
+  EXPECT_TRUE(torch::equal(t, expected));
+  ASSERT_TRUE(comm.Broadcast(t, 0).ok());
+  EXPECT_TRUE(torch::equal(t, expected));
+  EXPECT_TRUE(comm.Barrier().ok());
+  EXPECT_EQ(comm.Broadcast(t, 1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LoopbackCommunicatorTest, SendRecvToSelfIsFifoPerTag) {
+  LoopbackCommunicator comm;
+  ASSERT_TRUE(comm.Send(torch::full({3}, 1.0), 0, /*tag=*/7).ok());
+  ASSERT_TRUE(comm.Send(torch::full({3}, 2.0), 0, /*tag=*/7).ok());
+  ASSERT_TRUE(comm.Send(torch::full({3}, 9.0), 0, /*tag=*/8).ok());
+  torch::Tensor out = torch::zeros({3});
+  ASSERT_TRUE(comm.Recv(out, 0, 8).ok());
+  EXPECT_TRUE(torch::equal(out, torch::full({3}, 9.0)));
+  ASSERT_TRUE(comm.Recv(out, 0, 7).ok());
+  EXPECT_TRUE(torch::equal(out, torch::full({3}, 1.0)));
+  ASSERT_TRUE(comm.Recv(out, 0, 7).ok());
+  EXPECT_TRUE(torch::equal(out, torch::full({3}, 2.0)));
+}
+
+TEST(LoopbackCommunicatorTest, SendCopiesSoTheSenderMayReuseItsTensor) {
+  LoopbackCommunicator comm;
+  torch::Tensor t = torch::full({2}, 5.0);
+  ASSERT_TRUE(comm.Send(t, 0, 0).ok());
+  t.fill_(-1.0);
+  torch::Tensor out = torch::zeros({2});
+  ASSERT_TRUE(comm.Recv(out, 0, 0).ok());
+  EXPECT_TRUE(torch::equal(out, torch::full({2}, 5.0)));
+}
+
+TEST(LoopbackCommunicatorTest, ReceivePostedBeforeSendCompletesWhenSendArrives) {
+  LoopbackCommunicator comm;
+  torch::Tensor out = torch::zeros({4}, torch::kInt64);
+  auto recv = comm.RecvAsync(out, 0, 3);
+  ASSERT_TRUE(recv.ok());
+  auto send = comm.SendAsync(torch::arange(4, torch::kInt64), 0, 3);
+  ASSERT_TRUE(send.ok());
+  ASSERT_TRUE((*send)->Wait().ok());
+  ASSERT_TRUE((*recv)->Wait().ok());
+  EXPECT_TRUE(torch::equal(out, torch::arange(4, torch::kInt64)));
+}
+
+TEST(LoopbackCommunicatorTest, WaitingOnUnmatchedReceiveFailsInsteadOfHanging) {
+  LoopbackCommunicator comm;
+  torch::Tensor out = torch::zeros({4});
+  auto recv = comm.RecvAsync(out, 0, 1);
+  ASSERT_TRUE(recv.ok());
+  absl::Status status = (*recv)->Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("rank 0/1"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("tag 1"));
+  // A failure aborts the communicator.
+  EXPECT_FALSE(comm.Barrier().ok());
+}
+
+TEST(LoopbackCommunicatorTest, RejectsMismatchedReceiveAndBadPeers) {
+  LoopbackCommunicator comm;
+  ASSERT_TRUE(comm.Send(torch::zeros({3}), 0, 0).ok());
+  torch::Tensor wrong = torch::zeros({4});
+  absl::Status status = comm.Recv(wrong, 0, 0);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("4 float32"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("3 float32"));
+
+  LoopbackCommunicator other;
+  EXPECT_EQ(other.Send(torch::zeros({1}), 1, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(other.Send(torch::zeros({1}), 0, -1).code(), absl::StatusCode::kInvalidArgument);
+  torch::Tensor strided = torch::zeros({4, 4}).t();
+  EXPECT_EQ(other.AllReduceSum(strided).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LoopbackCommunicatorTest, SplitGivesNewLoopbackOrNullForNegativeColor) {
+  LoopbackCommunicator comm;
+  auto sub = comm.Split(3, 0);
+  ASSERT_TRUE(sub.ok());
+  ASSERT_NE(*sub, nullptr);
+  EXPECT_EQ((*sub)->size(), 1);
+  EXPECT_EQ((*sub)->backend(), "loopback");
+  auto none = comm.Split(-1, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, nullptr);
+}
+
+TEST(LoopbackCommunicatorTest, AbortMakesEveryLaterCallFail) {
+  LoopbackCommunicator comm;
+  comm.Abort("peer lost");
+  comm.Abort("again");
+  torch::Tensor t = torch::zeros({1});
+  absl::Status status = comm.AllReduceSum(t);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("peer lost"));
+  EXPECT_FALSE(comm.Send(t, 0, 0).ok());
+  EXPECT_FALSE(comm.Split(0, 0).ok());
+}
+
+// A fake environment for DetectLaunchEnv.
+class FakeEnv {
+ public:
+  explicit FakeEnv(std::map<std::string, std::string> vars) : vars_(std::move(vars)) {}
+  std::function<const char*(const char*)> Getter() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars_.find(name);
+      return it == vars_.end() ? nullptr : it->second.c_str();
+    };
+  }
+
+ private:
+  std::map<std::string, std::string> vars_;
+};
+
+absl::StatusOr<LaunchEnv> Detect(std::map<std::string, std::string> vars) {
+  FakeEnv env(std::move(vars));
+  return DetectLaunchEnv(env.Getter());
+}
+
+TEST(LaunchEnvTest, NoLauncherMeansOneRank) {
+  absl::StatusOr<LaunchEnv> env = Detect({});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->rank, 0);
+  EXPECT_EQ(env->world_size, 1);
+  EXPECT_EQ(env->local_rank, 0);
+  EXPECT_EQ(env->local_size, 1);
+  EXPECT_EQ(env->launcher, "none");
+  EXPECT_EQ(env->job_id, "");
+}
+
+TEST(LaunchEnvTest, ReadsMpirunVariablesAndJobId) {
+  absl::StatusOr<LaunchEnv> env = Detect({{"OMPI_COMM_WORLD_RANK", "5"},
+                                          {"OMPI_COMM_WORLD_SIZE", "8"},
+                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                                          {"PMIX_RANK", "5"},
+                                          {"OMPI_MCA_ess_base_jobid", "12345"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->launcher, "mpirun");
+  EXPECT_EQ(env->rank, 5);
+  EXPECT_EQ(env->world_size, 8);
+  EXPECT_EQ(env->local_rank, 1);
+  EXPECT_EQ(env->local_size, 4);
+  EXPECT_EQ(env->job_id, "ompi-12345");
+}
+
+TEST(LaunchEnvTest, DeepnetVariablesTakePrecedence) {
+  absl::StatusOr<LaunchEnv> env = Detect({{"DEEPNET_RANK", "1"},
+                                          {"DEEPNET_WORLD_SIZE", "2"},
+                                          {"OMPI_COMM_WORLD_RANK", "3"},
+                                          {"OMPI_COMM_WORLD_SIZE", "4"},
+                                          {"RANK", "0"},
+                                          {"WORLD_SIZE", "9"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->launcher, "deepnet");
+  EXPECT_EQ(env->rank, 1);
+  EXPECT_EQ(env->world_size, 2);
+  EXPECT_EQ(env->local_rank, 1);  // One node assumed when nothing says otherwise.
+}
+
+TEST(LaunchEnvTest, PmixTakesSizeFromOtherVariables) {
+  absl::StatusOr<LaunchEnv> env = Detect({{"PMIX_RANK", "2"}, {"PMIX_SIZE", "3"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->launcher, "pmix");
+  EXPECT_EQ(env->rank, 2);
+  EXPECT_EQ(env->world_size, 3);
+  absl::StatusOr<LaunchEnv> missing = Detect({{"PMIX_RANK", "2"}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("PMIX_RANK"));
+}
+
+TEST(LaunchEnvTest, ReadsSlurmAndTorchrunVariables) {
+  absl::StatusOr<LaunchEnv> slurm = Detect({{"SLURM_PROCID", "3"},
+                                            {"SLURM_NTASKS", "4"},
+                                            {"SLURM_LOCALID", "1"},
+                                            {"SLURM_JOB_ID", "77"},
+                                            {"SLURM_STEP_ID", "2"}});
+  ASSERT_TRUE(slurm.ok()) << slurm.status();
+  EXPECT_EQ(slurm->launcher, "slurm");
+  EXPECT_EQ(slurm->rank, 3);
+  EXPECT_EQ(slurm->local_rank, 1);
+  EXPECT_EQ(slurm->job_id, "slurm-77.2");
+
+  absl::StatusOr<LaunchEnv> torchrun = Detect({{"RANK", "1"},
+                                               {"WORLD_SIZE", "2"},
+                                               {"LOCAL_RANK", "1"},
+                                               {"MASTER_ADDR", "127.0.0.1"},
+                                               {"MASTER_PORT", "29500"}});
+  ASSERT_TRUE(torchrun.ok()) << torchrun.status();
+  EXPECT_EQ(torchrun->launcher, "torchrun");
+  EXPECT_EQ(torchrun->master_addr, "127.0.0.1");
+  EXPECT_EQ(torchrun->master_port, 29500);
+}
+
+TEST(LaunchEnvTest, RejectsInconsistentValuesNamingTheVariable) {
+  struct Case {
+    std::map<std::string, std::string> vars;
+    std::string variable;
+  };
+  const Case cases[] = {
+      {{{"DEEPNET_RANK", "2"}, {"DEEPNET_WORLD_SIZE", "2"}}, "DEEPNET_RANK"},
+      {{{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, "OMPI_COMM_WORLD_RANK"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "0"}}, "SLURM_NTASKS"},
+      {{{"RANK", "0"}}, "WORLD_SIZE"},
+      {{{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, "RANK"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "3"}}, "LOCAL_RANK"},
+      {{{"MASTER_ADDR", "h"}}, "MASTER_PORT"},
+      {{{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<LaunchEnv> env = Detect(c.vars);
+    ASSERT_FALSE(env.ok()) << c.variable;
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(env.status().message()), HasSubstr(c.variable));
+  }
+}
+
+TEST(CommunicatorFactoryTest, WorldOfOneIsLoopbackForEveryBackend) {
+  for (CommBackendKind kind : {CommBackendKind::kGloo, CommBackendKind::kNccl}) {
+    CommOptions options;
+    options.backend = kind;
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        CreateWorldCommunicator(options, LaunchEnv(), nullptr);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    EXPECT_EQ((*comm)->backend(), "loopback");
+  }
+  CommOptions mpi;
+  mpi.backend = CommBackendKind::kMpi;
+  EXPECT_EQ(CreateWorldCommunicator(mpi, LaunchEnv(), nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CommunicatorFactoryTest, RendezvousErrorsSayWhatToSet) {
+  LaunchEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.launcher = "deepnet";
+  CommOptions options;
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = CreateRendezvousStore(options, env);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("parallel.rendezvous"));
+  for (const char* bad : {"tcp://host", "tcp://:12", "tcp://h:0", "file://relative", "udp://x:1"}) {
+    options.rendezvous = bad;
+    EXPECT_EQ(CreateRendezvousStore(options, env).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  options.rendezvous = "file:///nonexistent-deepnet-dir/rdzv";
+  store = CreateRendezvousStore(options, env);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("/nonexistent-deepnet-dir"));
+}
+
+TEST(CommunicatorFactoryTest, JobIdNamesAFileStoreInTheRendezvousDir) {
+  testing::TempDir dir;
+  LaunchEnv env;
+  env.world_size = 1;  // One worker: the store opens without waiting for peers.
+  env.job_id = "ompi-42/x";
+  CommOptions options;
+  options.rendezvous_dir = dir.path();
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = CreateRendezvousStore(options, env);
+  ASSERT_TRUE(store.ok()) << store.status();
+  (*store)->set("k", {1, 2});
+  EXPECT_EQ((*store)->get("k"), (std::vector<uint8_t>{1, 2}));
+  EXPECT_TRUE(std::filesystem::exists(dir / "deepnet-rendezvous-ompi-42_x"));
+}
+
+}  // namespace
+}  // namespace deepnet::worker

@@ -1,0 +1,186 @@
+#include "worker/communicator_factory.h"
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <exception>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "worker/comm_util.h"
+#include "worker/loopback_communicator.h"
+#include "worker/mpi_communicator.h"
+#ifdef DEEPNET_HAVE_GLOO
+#include "worker/gloo_communicator.h"
+#endif
+#ifdef DEEPNET_HAVE_NCCL
+#include "worker/nccl_communicator.h"
+#endif
+
+namespace deepnet::worker {
+namespace {
+
+constexpr char kTcpScheme[] = "tcp://";
+constexpr char kFileScheme[] = "file://";
+
+std::string ExceptionText(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) return error->what_without_backtrace();
+  return e.what();
+}
+
+// Keeps letters, digits, '-', '_' and '.' of a job id for use in a file name.
+std::string FileNameSafe(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) c = '_';
+  }
+  return out;
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenTcpStore(const std::string& host, int port,
+                                                             const CommOptions& options,
+                                                             const LaunchEnv& env) {
+  const std::string label = comm_internal::RankLabel(env.rank, env.world_size);
+  try {
+    c10d::TCPStoreOptions tcp;
+    tcp.port = static_cast<std::uint16_t>(port);
+    tcp.isServer = env.rank == 0;
+    tcp.numWorkers = env.world_size;
+    tcp.waitWorkers = true;
+    tcp.timeout = options.timeout;
+    return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::TCPStore>(host, tcp));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        label, ": rendezvous at tcp://", host, ":", port, env.rank == 0 ? " (serving)" : "",
+        " did not complete within ", comm_internal::FormatDuration(options.timeout), ": ",
+        ExceptionText(e)));
+  }
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenFileStore(const std::string& path,
+                                                              const CommOptions& options,
+                                                              const LaunchEnv& env) {
+  const std::string label = comm_internal::RankLabel(env.rank, env.world_size);
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        label, ": rendezvous file ", path, ": folder ", parent.string(), " does not exist"));
+  }
+  try {
+    auto store = c10::make_intrusive<c10d::FileStore>(path, env.world_size);
+    store->setTimeout(options.timeout);
+    return c10::intrusive_ptr<c10d::Store>(store);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat(label, ": cannot open rendezvous file ", path, ": ", ExceptionText(e)));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(const CommOptions& options,
+                                                                      const LaunchEnv& env) {
+  const std::string& spec = options.rendezvous;
+  const std::string label = comm_internal::RankLabel(env.rank, env.world_size);
+  if (options.timeout.count() <= 0) {
+    return absl::InvalidArgumentError(label + ": communicator timeout must be > 0");
+  }
+  if (absl::StartsWith(spec, kTcpScheme)) {
+    const std::string endpoint = spec.substr(sizeof(kTcpScheme) - 1);
+    const size_t colon = endpoint.rfind(':');
+    int port = 0;
+    std::string host = colon == std::string::npos ? "" : endpoint.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);  // [::1]:29500
+    }
+    if (host.empty() || !absl::SimpleAtoi(endpoint.substr(colon + 1), &port) || port < 1 ||
+        port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("rendezvous \"", spec,
+                                                     "\" is not tcp://HOST:PORT with 0 < PORT < 65536"));
+    }
+    return OpenTcpStore(host, port, options, env);
+  }
+  if (absl::StartsWith(spec, kFileScheme)) {
+    const std::string path = spec.substr(sizeof(kFileScheme) - 1);
+    if (path.empty() || path.front() != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rendezvous \"", spec, "\" is not file:///ABSOLUTE/PATH"));
+    }
+    return OpenFileStore(path, options, env);
+  }
+  if (!spec.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous \"", spec, "\" is neither tcp://HOST:PORT nor file:///PATH (nor empty)"));
+  }
+  if (!env.master_addr.empty()) return OpenTcpStore(env.master_addr, env.master_port, options, env);
+  if (!env.job_id.empty()) {
+    const std::string path = (std::filesystem::path(options.rendezvous_dir) /
+                              ("deepnet-rendezvous-" + FileNameSafe(env.job_id)))
+                                 .string();
+    return OpenFileStore(path, options, env);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      label, ": no rendezvous for ", env.world_size, " ranks (launcher \"", env.launcher,
+      "\" gives no job id and MASTER_ADDR/MASTER_PORT are unset); set parallel.rendezvous to "
+      "tcp://HOST:PORT or file:///PATH"));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const CommOptions& options,
+                                                                      const LaunchEnv& env,
+                                                                      MpiSession* mpi) {
+  if (options.backend == CommBackendKind::kMpi) {
+    if (mpi == nullptr) {
+      return absl::FailedPreconditionError(
+          "the mpi backend needs an MpiSession (create it first in main)");
+    }
+    if (env.launcher != "none" &&
+        (env.rank != mpi->world_rank() || env.world_size != mpi->world_size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launcher \"", env.launcher, "\" says rank ", env.rank, "/", env.world_size,
+          " but MPI_COMM_WORLD says ", mpi->world_rank(), "/", mpi->world_size()));
+    }
+    if (mpi->world_size() == 1) return std::unique_ptr<Communicator>(new LoopbackCommunicator());
+    absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm =
+        MpiCommunicator::CreateWorld(*mpi, options.timeout);
+    if (!comm.ok()) return comm.status();
+    return std::unique_ptr<Communicator>(*std::move(comm));
+  }
+  if (env.world_size == 1) return std::unique_ptr<Communicator>(new LoopbackCommunicator());
+
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = CreateRendezvousStore(options, env);
+  if (!store.ok()) return store.status();
+  // Keys of the world group live under their own prefix, so that other groups can share the store.
+  auto world_store = c10::make_intrusive<c10d::PrefixStore>(
+      absl::StrCat("deepnet/", ToString(options.backend), "/world"), *store);
+  if (options.backend == CommBackendKind::kGloo) {
+#ifdef DEEPNET_HAVE_GLOO
+    const std::string hostname = !options.gloo_hostname.empty() ? options.gloo_hostname
+                                 : env.local_size == env.world_size ? "127.0.0.1"
+                                                                    : "";
+    absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(
+        world_store, env.rank, env.world_size, options.timeout, hostname);
+    if (!comm.ok()) return comm.status();
+    return std::unique_ptr<Communicator>(*std::move(comm));
+#else
+    return absl::UnimplementedError(
+        "the gloo backend is not compiled into this build (LibTorch without Gloo headers)");
+#endif
+  }
+#ifdef DEEPNET_HAVE_NCCL
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(
+      world_store, env.rank, env.world_size, env.local_rank, options.timeout);
+  if (!comm.ok()) return comm.status();
+  return std::unique_ptr<Communicator>(*std::move(comm));
+#else
+  return absl::UnimplementedError(
+      "the nccl backend is not compiled into this build (it needs a CUDA LibTorch and NCCL)");
+#endif
+}
+
+}  // namespace deepnet::worker

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/communicator.h"
+#include "worker/launch_env.h"
+#include "worker/mpi_session.h"
+
+namespace deepnet::worker {
+
+struct CommOptions {
+  CommBackendKind backend = CommBackendKind::kGloo;
+  // Bound on every operation, including connecting the group; must be > 0.
+  std::chrono::milliseconds timeout{300000};
+  // How gloo and nccl ranks find each other: "tcp://HOST:PORT" (rank 0 serves a TCPStore on
+  // PORT, the others connect to HOST:PORT), "file:///PATH" (a FileStore on a file system every
+  // rank sees; the file must not be left over from another job), or "" for: MASTER_ADDR/
+  // MASTER_PORT when set, else a FileStore named after the launcher's job id in
+  // `rendezvous_dir`, else an error. Not used by mpi.
+  std::string rendezvous;
+  // Folder of the job-id FileStore (shared by all nodes of a multi-node job).
+  std::string rendezvous_dir = "/tmp";
+  // Address Gloo's sockets bind to and peers connect to; "" = 127.0.0.1 when every rank runs on
+  // this node (LaunchEnv::local_size == world_size), else this machine's resolved hostname.
+  std::string gloo_hostname;
+};
+
+/// Opens the rendezvous store that `options.rendezvous` (or the environment, see CommOptions)
+/// names, for rank env.rank of env.world_size; its timeout is options.timeout. A tcp:// store
+/// blocks until every rank has connected to rank 0's server. InvalidArgument for a malformed
+/// rendezvous, FailedPrecondition when none can be derived, Unavailable when it cannot be
+/// opened in time. The caller owns (shares) the store.
+[[nodiscard]] absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(
+    const CommOptions& options, const LaunchEnv& env);
+
+/// Creates the communicator of all ranks of the job for options.backend. kMpi needs `mpi` (it
+/// takes rank and size from MPI_COMM_WORLD and checks them against `env` when a launcher set
+/// them); kGloo and kNccl bootstrap through CreateRendezvousStore and ignore `mpi`. A world of
+/// one rank gets a LoopbackCommunicator whatever the backend (no store, no MPI traffic). kNccl
+/// is Unimplemented in builds without CUDA and NCCL. Blocks until the group is connected or
+/// options.timeout passes.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(
+    const CommOptions& options, const LaunchEnv& env, MpiSession* mpi);
+
+}  // namespace deepnet::worker

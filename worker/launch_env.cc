@@ -1,0 +1,146 @@
+#include "worker/launch_env.h"
+
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace deepnet::worker {
+namespace {
+
+// The variables one launcher sets. Empty names are not read.
+struct LauncherVars {
+  const char* launcher;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;
+};
+
+constexpr LauncherVars kLaunchers[] = {
+    {"deepnet", "DEEPNET_RANK", "DEEPNET_WORLD_SIZE", "DEEPNET_LOCAL_RANK", "DEEPNET_LOCAL_SIZE"},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"pmix", "PMIX_RANK", "", "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", ""},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+};
+
+class EnvReader {
+ public:
+  explicit EnvReader(const std::function<const char*(const char*)>& getenv) : getenv_(getenv) {}
+
+  // nullopt when unset or empty.
+  std::optional<std::string> Get(const char* name) const {
+    if (name == nullptr || name[0] == '\0') return std::nullopt;
+    const char* value = getenv_(name);
+    if (value == nullptr || value[0] == '\0') return std::nullopt;
+    return std::string(value);
+  }
+
+  // Reads a non-negative integer (positive when `positive`); InvalidArgument naming the variable.
+  absl::StatusOr<std::optional<int>> GetInt(const char* name, bool positive) const {
+    std::optional<std::string> text = Get(name);
+    if (!text) return std::optional<int>();
+    int value = 0;
+    if (!absl::SimpleAtoi(*text, &value) || value < (positive ? 1 : 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("environment variable ", name, "=\"", *text,
+                                                     "\" is not a ", positive ? "positive" : "non-negative",
+                                                     " integer"));
+    }
+    return std::optional<int>(value);
+  }
+
+ private:
+  const std::function<const char*(const char*)>& getenv_;
+};
+
+// Fills rank/size fields from one launcher's variables; env.launcher stays "none" when its rank
+// variable is unset.
+absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, LaunchEnv& env) {
+  absl::StatusOr<std::optional<int>> rank = reader.GetInt(vars.rank, /*positive=*/false);
+  if (!rank.ok()) return rank.status();
+  if (!rank->has_value()) return absl::OkStatus();
+
+  std::string size_name = vars.size;
+  absl::StatusOr<std::optional<int>> size = reader.GetInt(vars.size, /*positive=*/true);
+  if (size.ok() && !size->has_value() && std::string(vars.launcher) == "pmix") {
+    // PMIx itself does not export the job size; Open MPI and some launchers add it.
+    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMIX_JOB_SIZE"}) {
+      size = reader.GetInt(name, /*positive=*/true);
+      size_name = name;
+      if (!size.ok() || size->has_value()) break;
+    }
+  }
+  if (!size.ok()) return size.status();
+  if (!size->has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "environment variable ", vars.rank, " is set but the world size (",
+        size_name.empty() ? "OMPI_COMM_WORLD_SIZE/PMIX_SIZE" : size_name, ") is not"));
+  }
+  if (**rank >= **size) {
+    return absl::InvalidArgumentError(absl::StrCat("environment variable ", vars.rank, "=", **rank,
+                                                   " is not below ", size_name, "=", **size));
+  }
+  env.launcher = vars.launcher;
+  env.rank = **rank;
+  env.world_size = **size;
+
+  absl::StatusOr<std::optional<int>> local_size = reader.GetInt(vars.local_size, true);
+  if (!local_size.ok()) return local_size.status();
+  env.local_size = local_size->value_or(env.world_size);
+  if (env.local_size > env.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("environment variable ", vars.local_size, "=",
+                                                   env.local_size, " exceeds the world size ",
+                                                   env.world_size));
+  }
+  absl::StatusOr<std::optional<int>> local_rank = reader.GetInt(vars.local_rank, false);
+  if (!local_rank.ok()) return local_rank.status();
+  // Without a local rank, assume one node when everything is local.
+  env.local_rank = local_rank->value_or(env.local_size == env.world_size ? env.rank : 0);
+  if (env.local_rank >= env.local_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "environment variable ", vars.local_rank, "=", env.local_rank, " is not below the local size ",
+        env.local_size, local_size->has_value() ? absl::StrCat(" (", vars.local_size, ")") : ""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchEnv> DetectLaunchEnv(const std::function<const char*(const char*)>& getenv) {
+  EnvReader reader(getenv);
+  LaunchEnv env;
+  for (const LauncherVars& vars : kLaunchers) {
+    if (absl::Status s = ReadLauncher(reader, vars, env); !s.ok()) return s;
+    if (env.launcher != "none") break;
+  }
+
+  std::optional<std::string> addr = reader.Get("MASTER_ADDR");
+  absl::StatusOr<std::optional<int>> port = reader.GetInt("MASTER_PORT", /*positive=*/true);
+  if (!port.ok()) return port.status();
+  if (addr.has_value() != port->has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", addr ? "MASTER_ADDR" : "MASTER_PORT",
+                     " is set without ", addr ? "MASTER_PORT" : "MASTER_ADDR"));
+  }
+  if (addr) {
+    if (**port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable MASTER_PORT=", **port, " is not a TCP port"));
+    }
+    env.master_addr = *addr;
+    env.master_port = **port;
+  }
+
+  if (std::optional<std::string> id = reader.Get("OMPI_MCA_ess_base_jobid")) {
+    env.job_id = "ompi-" + *id;
+  } else if (std::optional<std::string> ns = reader.Get("PMIX_NAMESPACE")) {
+    env.job_id = "pmix-" + *ns;
+  } else if (std::optional<std::string> job = reader.Get("SLURM_JOB_ID")) {
+    env.job_id = absl::StrCat("slurm-", *job, ".", reader.Get("SLURM_STEP_ID").value_or("0"));
+  }
+  return env;
+}
+
+}  // namespace deepnet::worker

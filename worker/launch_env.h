@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace deepnet::worker {
+
+/// Where this process sits in a multi-process launch, read from the launcher's environment.
+struct LaunchEnv {
+  int rank = 0;        // Global rank, 0 <= rank < world_size.
+  int world_size = 1;  // Number of processes in the job.
+  int local_rank = 0;  // Rank among the processes on this node (selects the GPU).
+  int local_size = 1;  // Processes on this node; world_size when the launcher does not say.
+  // Who set the variables: "deepnet", "mpirun", "pmix", "slurm", "torchrun" or "none".
+  std::string launcher = "none";
+  // MASTER_ADDR / MASTER_PORT when both are set (a TCPStore rendezvous); else "" and 0.
+  std::string master_addr;
+  int master_port = 0;
+  // The launcher's job id (Open MPI's OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE, Slurm's
+  // "SLURM_JOB_ID.SLURM_STEP_ID"); "" when there is none. Names a FileStore rendezvous.
+  std::string job_id;
+};
+
+/// Reads the launch environment, first match wins: DEEPNET_RANK/DEEPNET_WORLD_SIZE
+/// [/DEEPNET_LOCAL_RANK/DEEPNET_LOCAL_SIZE] (our coordinator), OMPI_COMM_WORLD_RANK/SIZE/
+/// LOCAL_RANK/LOCAL_SIZE (mpirun), PMIX_RANK with the size from OMPI_COMM_WORLD_SIZE or
+/// PMIX_SIZE, SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID[/SLURM_NTASKS_PER_NODE] (srun),
+/// RANK/WORLD_SIZE/LOCAL_RANK[/LOCAL_WORLD_SIZE] (torchrun). Without any: rank 0 of 1.
+/// InvalidArgument naming the variable for garbage, a missing size, or rank >= size.
+/// `getenv` is injectable for tests; it is called from this thread only.
+[[nodiscard]] absl::StatusOr<LaunchEnv> DetectLaunchEnv(
+    const std::function<const char*(const char*)>& getenv = ::getenv);
+
+}  // namespace deepnet::worker

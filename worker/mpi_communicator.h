@@ -1,0 +1,56 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "worker/communicator.h"
+#include "worker/mpi_session.h"
+
+namespace deepnet::worker {
+
+/// Communicator over an Open MPI communicator of its own (a duplicate of MPI_COMM_WORLD for the
+/// world, MPI_Comm_split for sub-groups), with MPI_ERRORS_RETURN. Every operation is
+/// non-blocking underneath (MPI_Iallreduce, MPI_Ibcast, MPI_Isend/Irecv, MPI_Ibarrier); waits
+/// poll MPI_Test until the operation completes or the timeout passes. CPU tensors only;
+/// all-reduce takes float32, float64, int64, int32, int16, int8 and uint8, broadcast and
+/// send/recv any dtype (as bytes, at most 2 GiB per call). Split first exchanges (color, key)
+/// with a timed all-gather, then calls the blocking MPI_Comm_split. Not thread-safe; must be
+/// destroyed before the MpiSession.
+class MpiCommunicator final : public Communicator {
+ public:
+  // Duplicates MPI_COMM_WORLD. `timeout` > 0 bounds every later operation.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<MpiCommunicator>> CreateWorld(
+      const MpiSession& mpi, std::chrono::milliseconds timeout);
+  ~MpiCommunicator() override;  // MPI_Comm_free unless aborted or failed.
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  // Communicator:
+  int rank() const override;
+  int size() const override;
+  std::string backend() const override { return "mpi"; }
+  [[nodiscard]] absl::Status AllReduceSum(torch::Tensor& tensor) override;
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
+      torch::Tensor tensor) override;
+  [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> SendAsync(torch::Tensor tensor, int dst,
+                                                                  int tag) override;
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> RecvAsync(torch::Tensor tensor, int src,
+                                                                  int tag) override;
+  [[nodiscard]] absl::Status Barrier() override;
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
+  // Logs `reason` and calls MPI_Abort, which ends every process of the MPI job (mpirun exits
+  // non-zero): it does not return.
+  void Abort(const std::string& reason) override;
+
+  // Shared with the works it hands out.
+  struct State;
+
+ private:
+  explicit MpiCommunicator(std::shared_ptr<State> state);
+
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace deepnet::worker
