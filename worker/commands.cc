@@ -84,7 +84,8 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   TrainerIo io;
   io.out = &out;
   io.format = command.log_format == "json" ? LogFormat::kJson : LogFormat::kText;
-  io.live = &out == &std::cout && isatty(STDOUT_FILENO);
+  // mpirun gives ranks a pseudo-terminal; a redrawn line belongs to interactive single runs.
+  io.live = &out == &std::cout && isatty(STDOUT_FILENO) && world_size == 1;
   io.stop = stop;
   if (io.format == LogFormat::kText && launch->rank == 0) {
     const char* core = std::getenv("OPENBLAS_CORETYPE");

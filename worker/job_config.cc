@@ -270,7 +270,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("parallel.data_parallel", par.data_parallel, 1);
   check.AtLeast("parallel.micro_batches", par.micro_batches, 1);
   const int64_t layers = c.model.encoder_layers() + c.model.decoder_layers();
-  if (par.pipeline_stages > layers && !check.AnyBad({"parallel.pipeline_stages"})) {
+  if (layers > 0 && par.pipeline_stages > layers && !check.AnyBad({"parallel.pipeline_stages"})) {
     problems->Add("parallel.pipeline_stages",
                   absl::StrCat("must be <= the model's ", layers, " layers (got ",
                                par.pipeline_stages, ")"));

@@ -43,7 +43,7 @@ std::string JobYaml(const std::string& ckpt_dir, int64_t max_steps, double dropo
   return y.str();
 }
 
-struct Run {
+struct TrainRun {
   int exit_code = -1;
   std::string log;
   std::map<int64_t, double> losses;  // step -> loss
@@ -54,7 +54,7 @@ std::vector<std::string> Mpirun(int ranks) {
           "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"};
 }
 
-Run Launch(const TempDir& dir, const std::string& name, const std::string& job,
+TrainRun Launch(const TempDir& dir, const std::string& name, const std::string& job,
            const std::vector<std::string>& sets, int ranks, const std::string& backend,
            int timeout_s = 240) {
   std::vector<std::string> args;
@@ -71,7 +71,7 @@ Run Launch(const TempDir& dir, const std::string& name, const std::string& job,
       args.insert(args.end(), {"--set", "parallel.rendezvous=file://" + dir / (name + ".rdv")});
     }
   }
-  Run run;
+  TrainRun run;
   const std::string log = dir / (name + ".log");
   Child child(args, log);
   run.exit_code = child.Wait(std::chrono::seconds(timeout_s));
@@ -105,11 +105,15 @@ std::map<std::string, torch::Tensor> LatestTensors(const std::string& dir) {
   return out;
 }
 
-// ||a - b|| <= 1e-5 ||b|| for every tensor (parameters, Adam moments, probe reference).
+// ||a - b|| <= 1e-5 ||b|| for every tensor (parameters, Adam moments, probe reference), except
+// the key projections' biases: adding b to every key adds q.b to a whole row of scores, which
+// softmax ignores, so their true gradient is exactly 0 and they move only by rounding noise,
+// which Adam scales to +-lr steps whose signs depend on the order of summation.
 void ExpectSameTensors(const std::map<std::string, torch::Tensor>& got,
                        const std::map<std::string, torch::Tensor>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (const auto& [name, t] : want) {
+    if (name.find("k_proj.bias") != std::string::npos) continue;
     auto it = got.find(name);
     ASSERT_NE(it, got.end()) << what << ": " << name;
     const double scale = t.to(torch::kDouble).norm().item<double>();
@@ -118,7 +122,7 @@ void ExpectSameTensors(const std::map<std::string, torch::Tensor>& got,
   }
 }
 
-void ExpectSameLosses(const Run& got, const Run& want, const std::string& what) {
+void ExpectSameLosses(const TrainRun& got, const TrainRun& want, const std::string& what) {
   ASSERT_EQ(got.losses.size(), want.losses.size()) << what << "\n" << got.log;
   for (const auto& [step, loss] : want.losses) {
     ASSERT_TRUE(got.losses.count(step)) << what << " step " << step;
@@ -136,7 +140,7 @@ struct Layout {
 void CheckEquivalence(const std::string& backend) {
   TempDir dir;
   const int kSteps = 20, kMicro = 4;
-  std::map<int, Run> reference;  // data_parallel -> single-process run
+  std::map<int, TrainRun> reference;  // data_parallel -> single-process run
   std::map<int, std::map<std::string, torch::Tensor>> reference_tensors;
   for (int d : {1, 2}) {
     const std::string ckpt = dir / ("ref" + std::to_string(d));
@@ -156,7 +160,7 @@ void CheckEquivalence(const std::string& backend) {
       const std::string ckpt = dir / name;
       const std::string job = dir / (name + ".yaml");
       std::ofstream(job) << JobYaml(ckpt, kSteps);
-      Run run = Launch(dir, name, job,
+      TrainRun run = Launch(dir, name, job,
                        {"parallel.pipeline_stages=" + std::to_string(layout.stages),
                         "parallel.data_parallel=" + std::to_string(layout.replicas),
                         "parallel.micro_batches=" + std::to_string(kMicro),
@@ -179,22 +183,22 @@ TEST(ParallelTrainingTest, CheckpointsReshardAcrossLayouts) {
   TempDir dir;
   const std::string job = dir / "job.yaml";
   std::ofstream(job) << JobYaml(dir / "ckpt", 10);
-  Run whole = Launch(dir, "whole", job, {"optim.accum_steps=4", "checkpoint.dir=" + dir / "whole"},
+  TrainRun whole = Launch(dir, "whole", job, {"optim.accum_steps=4", "checkpoint.dir=" + dir / "whole"},
                      1, "gloo");
   ASSERT_EQ(whole.exit_code, 0) << whole.log;
-  Run a = Launch(dir, "a", job,
+  TrainRun a = Launch(dir, "a", job,
                  {"train.max_steps=6", "parallel.pipeline_stages=2", "parallel.data_parallel=2",
                   "parallel.micro_batches=2"},
                  4, "gloo");
   ASSERT_EQ(a.exit_code, 0) << a.log;
-  Run b = Launch(dir, "b", job, {"train.max_steps=8", "optim.accum_steps=4"}, 1, "gloo");
+  TrainRun b = Launch(dir, "b", job, {"train.max_steps=8", "optim.accum_steps=4"}, 1, "gloo");
   ASSERT_EQ(b.exit_code, 0) << b.log;
   EXPECT_NE(b.log.find("resharded"), std::string::npos) << b.log;
-  Run c = Launch(dir, "c", job,
+  TrainRun c = Launch(dir, "c", job,
                  {"parallel.pipeline_stages=4", "parallel.micro_batches=4"}, 4, "mpi");
   ASSERT_EQ(c.exit_code, 0) << c.log;
-  Run chained;
-  for (const Run* part : {&a, &b, &c}) chained.losses.insert(part->losses.begin(), part->losses.end());
+  TrainRun chained;
+  for (const TrainRun* part : {&a, &b, &c}) chained.losses.insert(part->losses.begin(), part->losses.end());
   chained.log = a.log + b.log + c.log;
   ExpectSameLosses(chained, whole, "2x2 -> 1x1 -> 4x1");
   ExpectSameTensors(LatestTensors(dir / "ckpt"), LatestTensors(dir / "whole"), "resharded");
@@ -208,13 +212,13 @@ TEST(ParallelTrainingTest, ResumeInTheSameLayoutIsBitExact) {
                                         "parallel.micro_batches=2"};
   std::ofstream(dir / "full.yaml") << JobYaml(dir / "full", 12, 0.1);
   std::ofstream(dir / "split.yaml") << JobYaml(dir / "split", 12, 0.1);
-  Run full = Launch(dir, "full", dir / "full.yaml", layout, 4, "gloo");
+  TrainRun full = Launch(dir, "full", dir / "full.yaml", layout, 4, "gloo");
   ASSERT_EQ(full.exit_code, 0) << full.log;
   auto first_half = layout;
   first_half.push_back("train.max_steps=6");
-  Run first = Launch(dir, "first", dir / "split.yaml", first_half, 4, "gloo");
+  TrainRun first = Launch(dir, "first", dir / "split.yaml", first_half, 4, "gloo");
   ASSERT_EQ(first.exit_code, 0) << first.log;
-  Run second = Launch(dir, "second", dir / "split.yaml", layout, 4, "gloo");
+  TrainRun second = Launch(dir, "second", dir / "split.yaml", layout, 4, "gloo");
   ASSERT_EQ(second.exit_code, 0) << second.log;
   ASSERT_EQ(second.losses.size(), 6u) << second.log;
   for (const auto& [step, loss] : second.losses) EXPECT_EQ(loss, full.losses.at(step)) << step;
@@ -226,7 +230,7 @@ TEST(ParallelTrainingTest, ResumeInTheSameLayoutIsBitExact) {
 TEST(ParallelTrainingTest, WorldSizeThatIsNotStagesTimesReplicasIsAnError) {
   TempDir dir;
   std::ofstream(dir / "job.yaml") << JobYaml(dir / "ckpt", 2);
-  Run run = Launch(dir, "bad", dir / "job.yaml",
+  TrainRun run = Launch(dir, "bad", dir / "job.yaml",
                    {"parallel.pipeline_stages=2", "parallel.data_parallel=2"}, 3, "mpi", 120);
   EXPECT_NE(run.exit_code, 0) << run.log;
   EXPECT_NE(run.log.find("pipeline_stages x parallel.data_parallel = 2 x 2 = 4"), std::string::npos)

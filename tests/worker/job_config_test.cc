@@ -243,7 +243,7 @@ TEST(JobConfigTest, UnknownKeyIsNamedWithFullPathAndAllowedKeys) {
               HasSubstr("job.yaml: data.synthetic.langs: unknown key (allowed: languages, "));
   EXPECT_THAT(ParseError("optimizer:\n  lr: 1\n"),
               HasSubstr("job.yaml: optimizer: unknown key (allowed: name, model, data, optim, "
-                        "train, checkpoint, runtime)"));
+                        "train, checkpoint, runtime, parallel)"));
 }
 
 TEST(JobConfigTest, PadIdIsNotUserSettable) {
@@ -372,7 +372,7 @@ TEST(JobConfigTest, NumbersAcceptYamlSpellings) {
 TEST(JobConfigTest, TopLevelMustBeAMap) {
   EXPECT_THAT(ParseError("- model\n- data\n"),
               HasSubstr("job.yaml: expected a map of sections (name, model, data, optim, train, "
-                        "checkpoint, runtime) at the top level (got a list)"));
+                        "checkpoint, runtime, parallel) at the top level (got a list)"));
   EXPECT_THAT(ParseError("just text\n"), HasSubstr("at the top level (got 'just text')"));
   EXPECT_THAT(ParseError("name: a\n---\nname: b\n"),
               HasSubstr("job.yaml: expected one YAML document (got 2)"));
@@ -523,4 +523,36 @@ TEST(JobConfigTest, LoadJobConfigPrefixesErrorsWithThePath) {
 }
 
 }  // namespace
+TEST(JobConfigTest, ParallelSectionIsParsedAndChecked) {
+  auto ok = ParseJobConfig(
+      "model: {encoder_layers: 4, decoder_layers: 4}\n"
+      "parallel: {pipeline_stages: 4, data_parallel: 2, micro_batches: 8, schedule: gpipe,\n"
+      "           backend: mpi, timeout_s: 30, rendezvous: 'tcp://node0:29500', bucket_mb: 8}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->parallel.world_size(), 8);
+  EXPECT_EQ(ok->parallel.schedule, "gpipe");
+  EXPECT_EQ(ok->parallel.rendezvous, "tcp://node0:29500");
+  auto again = ParseJobConfig(DumpJobConfig(*ok));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(DumpJobConfig(*again), DumpJobConfig(*ok));
+
+  auto bad = ParseJobConfig(
+      "model: {encoder_layers: 2, decoder_layers: 1}\n"
+      "parallel: {pipeline_stages: 4, data_parallel: 0, schedule: zigzag, backend: nccl,\n"
+      "           timeout_s: 0, rendezvous: 'http://x', bucket_mb: -1}\n",
+      {}, "job.yaml");
+  ASSERT_FALSE(bad.ok());
+  const std::string message(bad.status().message());
+  for (const char* expected :
+       {"job.yaml: parallel.pipeline_stages: must be <= the model's 3 layers (got 4)",
+        "job.yaml: parallel.data_parallel: must be >= 1 (got 0)",
+        "job.yaml: parallel.schedule: must be 1f1b or gpipe (got 'zigzag')",
+        "job.yaml: parallel.backend: nccl moves CUDA tensors: set runtime.device to cuda",
+        "job.yaml: parallel.timeout_s: must be > 0 (got 0)",
+        "job.yaml: parallel.rendezvous: must start with tcp:// or file:// (got 'http://x')",
+        "job.yaml: parallel.bucket_mb: must be > 0 (got -1)"}) {
+    EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
+  }
+}
+
 }  // namespace deepnet::worker

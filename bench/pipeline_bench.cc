@@ -1,0 +1,202 @@
+// Pipeline- and data-parallel engine benchmark (docs/PERFORMANCE.md): run under a launcher,
+//   mpirun -np P*D deepnet_bench_pipeline --stages P --replicas D --micro-batches m ...
+// Rank 0 prints one JSON object: per-stage measured compute time and idle fraction next to the
+// schedule's prediction (bubble), the predicted cost share of each stage against its measured
+// compute (balance), peak live micro-batches against the schedule's bound (memory), and the
+// data-parallel reduction time left exposed with and without overlapping it with backward.
+#include <CLI/CLI.hpp>
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "worker/communicator_factory.h"
+#include "worker/launch_env.h"
+#include "worker/mpi_session.h"
+#include "worker/pipeline_engine.h"
+#include "worker/runtime_threads.h"
+
+namespace {
+
+using deepnet::worker::MicroBatch;
+
+struct Options {
+  int64_t encoder_layers = 8, decoder_layers = 8, d_model = 256, heads = 4, ffn = 1024;
+  int64_t vocab = 8000, batch = 16, source = 32, target = 32;
+  int stages = 2, replicas = 1, micro = 8, steps = 4, warmup = 1;
+  std::string schedule = "1f1b", backend = "gloo", rendezvous;
+  double bucket_mb = 4.0;
+  bool compare_overlap = false;
+};
+
+std::vector<MicroBatch> RandomMicroBatches(const Options& o, int replica, int step) {
+  std::vector<MicroBatch> out;
+  torch::manual_seed(1000 * step + replica);
+  for (int i = 0; i < o.micro; ++i) {
+    MicroBatch b;
+    b.src = torch::randint(4, o.vocab, {o.batch, o.source}, torch::kLong);
+    b.tgt_in = torch::randint(4, o.vocab, {o.batch, o.target}, torch::kLong);
+    b.tgt_out = torch::randint(4, o.vocab, {o.batch, o.target}, torch::kLong);
+    b.src_tokens = o.batch * o.source;
+    b.tgt_tokens = o.batch * o.target;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Runs warm-up + timed steps; returns, per rank, the median over timed steps of each field.
+absl::StatusOr<std::vector<deepnet::worker::RankTiming>> Measure(
+    deepnet::worker::PipelineEngine& engine, const Options& o, int world) {
+  std::vector<std::vector<deepnet::worker::RankTiming>> per_step;
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    auto totals = engine.TrainStep(RandomMicroBatches(o, engine.replica(), s), s + 1, 1e-4);
+    if (!totals.ok()) return totals.status();
+    if (s >= o.warmup) per_step.push_back(totals->ranks);
+  }
+  std::vector<deepnet::worker::RankTiming> med(world);
+  for (int r = 0; r < world; ++r) {
+    std::vector<double> f[6];
+    for (const auto& step : per_step) {
+      const auto& t = step[r];
+      f[0].push_back(t.step_s), f[1].push_back(t.compute_s), f[2].push_back(t.compute_cpu_s);
+      f[3].push_back(t.wait_s), f[4].push_back(t.reduce_wait_s), f[5].push_back(t.peak_live);
+    }
+    med[r] = {Median(f[0]), Median(f[1]), Median(f[2]), Median(f[3]), Median(f[4]), Median(f[5])};
+  }
+  return med;
+}
+
+int Run(const Options& o) {
+  auto env = deepnet::worker::DetectLaunchEnv();
+  if (!env.ok()) {
+    std::cerr << env.status().message() << "\n";
+    return 2;
+  }
+  deepnet::worker::ConfigureThreads(1, 1);  // One core per rank: the compute is the stage's.
+  auto backend = deepnet::worker::ParseCommBackend(o.backend);
+  if (!backend.ok()) {
+    std::cerr << backend.status().message() << "\n";
+    return 2;
+  }
+  std::unique_ptr<deepnet::worker::MpiSession> mpi;
+  if (*backend == deepnet::worker::CommBackendKind::kMpi) {
+    auto session = deepnet::worker::MpiSession::Create();
+    if (!session.ok()) {
+      std::cerr << session.status().message() << "\n";
+      return 1;
+    }
+    mpi = *std::move(session);
+  }
+  deepnet::worker::CommOptions comm;
+  comm.backend = *backend;
+  comm.rendezvous = o.rendezvous;
+  auto world = deepnet::worker::CreateWorldCommunicator(comm, *env, mpi.get());
+  if (!world.ok()) {
+    std::cerr << world.status().message() << "\n";
+    return 1;
+  }
+  deepnet::worker::EngineOptions e;
+  e.model = deepnet::model::DeepNetConfig()
+                .encoder_layers(o.encoder_layers)
+                .decoder_layers(o.decoder_layers)
+                .d_model(o.d_model)
+                .heads(o.heads)
+                .ffn_dim(o.ffn)
+                .vocab_size(o.vocab)
+                .dropout(0.0)
+                .max_positions(std::max(o.source, o.target) + 1);
+  e.stages = o.stages;
+  e.replicas = o.replicas;
+  e.schedule = *deepnet::worker::ParseSchedule(o.schedule);
+  e.bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1024 * 1024);
+  e.source_length = o.source;
+  e.target_length = o.target;
+  nlohmann::json out;
+  for (bool overlap : o.compare_overlap ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
+    e.overlap_reduction = overlap;
+    auto engine = deepnet::worker::PipelineEngine::Create(e, world->get());
+    if (!engine.ok()) {
+      std::cerr << engine.status().message() << "\n";
+      return 1;
+    }
+    auto timing = Measure(**engine, o, (*world)->size());
+    if (!timing.ok()) {
+      std::cerr << timing.status().message() << "\n";
+      return 1;
+    }
+    nlohmann::json stages = nlohmann::json::array();
+    const auto& plan = (*engine)->plan();
+    double cost_sum = 0.0;
+    for (double c : plan.predicted_cost) cost_sum += c;
+    for (int s = 0; s < o.stages; ++s) {
+      nlohmann::json replicas = nlohmann::json::array();
+      for (int r = 0; r < o.replicas; ++r) {
+        const auto& t = (*timing)[s * o.replicas + r];
+        replicas.push_back({{"step_s", t.step_s}, {"compute_s", t.compute_s},
+                            {"compute_cpu_s", t.compute_cpu_s}, {"wait_s", t.wait_s},
+                            {"reduce_wait_s", t.reduce_wait_s},
+                            {"idle_fraction", 1.0 - t.compute_s / t.step_s},
+                            {"peak_live_micro_batches", t.peak_live}});
+      }
+      stages.push_back({{"slice", plan.slices[s].ToString()},
+                        {"predicted_cost_share", plan.predicted_cost[s] / cost_sum},
+                        {"replicas", replicas}});
+    }
+    out[overlap ? "overlap" : "no_overlap"] = {{"stages", stages},
+                                                {"predicted_max_over_mean", plan.max_over_mean}};
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  if ((*world)->rank() == 0) {
+    out["config"] = {{"encoder_layers", o.encoder_layers}, {"decoder_layers", o.decoder_layers},
+                     {"d_model", o.d_model}, {"stages", o.stages}, {"replicas", o.replicas},
+                     {"micro_batches", o.micro}, {"schedule", o.schedule},
+                     {"backend", o.backend}, {"bucket_mb", o.bucket_mb},
+                     {"batch", o.batch}, {"source", o.source}, {"target", o.target}};
+    out["predicted_bubble"] = deepnet::worker::PredictedBubbleFraction(o.stages, o.micro);
+    out["rank0_max_rss_mb"] = usage.ru_maxrss / 1024.0;
+    std::cout << out.dump() << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  deepnet::worker::ReexecWithFasterOpenBlasKernels(argv);
+  Options o;
+  CLI::App app{"DeepNet pipeline/data-parallel engine benchmark (docs/PERFORMANCE.md)"};
+  app.add_option("--encoder-layers", o.encoder_layers);
+  app.add_option("--decoder-layers", o.decoder_layers);
+  app.add_option("--d-model", o.d_model);
+  app.add_option("--heads", o.heads);
+  app.add_option("--ffn-dim", o.ffn);
+  app.add_option("--vocab", o.vocab);
+  app.add_option("--batch", o.batch, "sentences per micro-batch");
+  app.add_option("--source", o.source);
+  app.add_option("--target", o.target);
+  app.add_option("--stages", o.stages);
+  app.add_option("--replicas", o.replicas);
+  app.add_option("--micro-batches", o.micro);
+  app.add_option("--steps", o.steps, "timed steps (median reported)");
+  app.add_option("--warmup", o.warmup);
+  app.add_option("--schedule", o.schedule)->check(CLI::IsMember({"1f1b", "gpipe"}));
+  app.add_option("--backend", o.backend)->check(CLI::IsMember({"gloo", "mpi"}));
+  app.add_option("--rendezvous", o.rendezvous);
+  app.add_option("--bucket-mb", o.bucket_mb);
+  app.add_flag("--compare-overlap", o.compare_overlap,
+               "also run with reductions started after the schedule");
+  CLI11_PARSE(app, argc, argv);
+  return Run(o);
+}
