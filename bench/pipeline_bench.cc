@@ -66,13 +66,17 @@ absl::StatusOr<std::vector<deepnet::worker::RankTiming>> Measure(
   }
   std::vector<deepnet::worker::RankTiming> med(world);
   for (int r = 0; r < world; ++r) {
-    std::vector<double> f[6];
+    std::vector<double> f[7];
     for (const auto& step : per_step) {
       const auto& t = step[r];
       f[0].push_back(t.step_s), f[1].push_back(t.compute_s), f[2].push_back(t.compute_cpu_s);
       f[3].push_back(t.wait_s), f[4].push_back(t.reduce_wait_s), f[5].push_back(t.peak_live);
+      f[6].push_back(t.schedule_s);
     }
-    med[r] = {Median(f[0]), Median(f[1]), Median(f[2]), Median(f[3]), Median(f[4]), Median(f[5])};
+    auto& m = med[r];
+    m.step_s = Median(f[0]), m.compute_s = Median(f[1]), m.compute_cpu_s = Median(f[2]);
+    m.wait_s = Median(f[3]), m.reduce_wait_s = Median(f[4]), m.peak_live = Median(f[5]);
+    m.schedule_s = Median(f[6]);
   }
   return med;
 }
@@ -146,7 +150,10 @@ int Run(const Options& o) {
         replicas.push_back({{"step_s", t.step_s}, {"compute_s", t.compute_s},
                             {"compute_cpu_s", t.compute_cpu_s}, {"wait_s", t.wait_s},
                             {"reduce_wait_s", t.reduce_wait_s},
-                            {"idle_fraction", 1.0 - t.compute_s / t.step_s},
+                            {"schedule_s", t.schedule_s},
+                            // Idle within the schedule: what the bubble formula predicts.
+                            {"idle_fraction", 1.0 - t.compute_s / t.schedule_s},
+                            {"cpu_per_wall", t.compute_cpu_s / t.compute_s},
                             {"peak_live_micro_batches", t.peak_live}});
       }
       stages.push_back({{"slice", plan.slices[s].ToString()},

@@ -30,7 +30,7 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-constexpr int kTimingFields = 6;
+constexpr int kTimingFields = 7;
 
 constexpr int64_t kMagic = 0x44454550;  // "DEEP"
 constexpr int kActivation = 1;
@@ -282,6 +282,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
       pending_reductions_.push_back(*std::move(work));
     }
   };
+  const auto schedule_start = Clock::now();
   try {
     for (const PipelineAction& a : schedule_[stage_]) {
       const int j = a.micro_batch;
@@ -341,6 +342,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   }
   auto t0 = Clock::now();
   if (auto s = WaitSends(); !s.ok()) return s;
+  timing.schedule_s = Since(schedule_start);
   if (!options_.overlap_reduction) {
     try {
       for (int k = compute_->num_segments() - 1; k >= 0 && !buckets_.empty(); --k) launch_buckets(k);
@@ -381,10 +383,15 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   st[base + 3] = timing.wait_s;
   st[base + 4] = timing.reduce_wait_s;
   st[base + 5] = timing.peak_live;
+  st[base + 6] = timing.schedule_s;
   if (auto s = world_->AllReduceSum(stats); !s.ok()) return s;
   for (int r = 0; r < world; ++r) {
     const int b = 4 + kTimingFields * r;
-    totals.ranks.push_back({st[b], st[b + 1], st[b + 2], st[b + 3], st[b + 4], st[b + 5]});
+    RankTiming t;
+    t.step_s = st[b], t.compute_s = st[b + 1], t.compute_cpu_s = st[b + 2];
+    t.wait_s = st[b + 3], t.reduce_wait_s = st[b + 4], t.peak_live = st[b + 5];
+    t.schedule_s = st[b + 6];
+    totals.ranks.push_back(t);
   }
   totals.grad_norm = std::sqrt(std::max(0.0, stats[0].item<double>()));
   totals.loss_sum = stats[1].item<double>();

@@ -51,6 +51,7 @@ struct EngineOptions {
 /// Where one rank's time went in a step.
 struct RankTiming {
   double step_s = 0.0;          // Wall time of the whole step.
+  double schedule_s = 0.0;      // Wall time of the pipeline schedule (forwards to last send).
   double compute_s = 0.0;       // Wall time in forward and backward.
   double compute_cpu_s = 0.0;   // Thread CPU time in forward and backward (robust to other load).
   double wait_s = 0.0;          // Blocked on receives, reductions and the final statistics.

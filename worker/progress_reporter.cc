@@ -65,6 +65,10 @@ void ProgressReporter::Step(const StepMetrics& m) {
                         {"elapsed_s", m.elapsed_s}, {"eta_s", m.eta_s},
                         {"data_wait_s", m.data_wait_s}};
     j["update_norm"] = m.update_norm ? nlohmann::json(*m.update_norm) : nlohmann::json(nullptr);
+    if (!m.stage_compute_s.empty()) {
+      j["stage_compute_s"] = m.stage_compute_s;
+      j["stage_idle"] = m.stage_idle;
+    }
     *out_ << j.dump() << "\n" << std::flush;
     return;
   }

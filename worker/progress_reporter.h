@@ -4,6 +4,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace deepnet::worker {
 
@@ -24,6 +25,10 @@ struct StepMetrics {
   double elapsed_s = 0.0;
   double eta_s = 0.0;
   double data_wait_s = 0.0;  // Time this step waited for its batches.
+  // Pipeline runs: per stage (replica 0) forward+backward seconds of this step and the
+  // fraction of the pipeline schedule it was not computing (the bubble); empty for one process.
+  std::vector<double> stage_compute_s;
+  std::vector<double> stage_idle;
 };
 
 struct ValidMetrics {

@@ -143,6 +143,7 @@ absl::Status Trainer::Setup(Communicator* world) {
   engine_ = *std::move(created);
   if (world_->size() > 1) {
     std::string layout = DescribePlan(engine_->plan());
+    while (!layout.empty() && layout.back() == '\n') layout.pop_back();
     for (int r = 0; r < world_->size(); ++r) {
       layout += absl::StrCat("\n  rank ", r, ": stage ", r / par.data_parallel, ", replica ",
                              r % par.data_parallel);
@@ -268,6 +269,13 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep() {
   m.tgt_tokens = totals->tgt_tokens;
   m.loss = totals->loss_sum / static_cast<double>(std::max<int64_t>(1, totals->tgt_tokens));
   m.nll = totals->nll_sum / static_cast<double>(std::max<int64_t>(1, totals->tgt_tokens));
+  if (world_->size() > 1) {
+    for (int64_t s = 0; s < config_.parallel.pipeline_stages; ++s) {
+      const RankTiming& t = totals->ranks[s * config_.parallel.data_parallel];
+      m.stage_compute_s.push_back(t.compute_s);
+      m.stage_idle.push_back(t.schedule_s > 0 ? 1.0 - t.compute_s / t.schedule_s : 0.0);
+    }
+  }
   return m;
 }
 
@@ -364,6 +372,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
                                                 " (diverged); last checkpoint: ", summary.last_checkpoint));
       }
       summary.data_wait_s += last_data_wait_s_;
+      if (stage_compute_.empty()) stage_compute_.assign(m.stage_compute_s.size(), 0.0);
+      for (size_t i = 0; i < m.stage_compute_s.size(); ++i) stage_compute_[i] += m.stage_compute_s[i];
       if (last_data_wait_s_ > 1e-3) ++summary.steps_waited_for_data;
       m.data_wait_s = last_data_wait_s_;
       recent.emplace_back(Seconds(step_start), m.src_tokens + m.tgt_tokens);
@@ -420,6 +430,24 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.final_step = step_;
   prefetcher_.reset();  // Joins the loader thread.
   const int64_t steps_run = step_ - summary.start_step;
+  if (!stage_compute_.empty() && steps_run > 0) {
+    // Measured forward+backward time per stage next to the cost model's prediction.
+    const auto& predicted = engine_->plan().predicted_cost;
+    double measured_sum = 0.0, predicted_sum = 0.0;
+    for (size_t i = 0; i < stage_compute_.size(); ++i) {
+      measured_sum += stage_compute_[i];
+      predicted_sum += predicted[i];
+    }
+    std::string text;
+    for (size_t i = 0; i < stage_compute_.size(); ++i) {
+      absl::StrAppend(&text, i ? "; " : "", "stage ", i, " ",
+                      absl::StrFormat("%.3f s/step, %.1f%% of compute (predicted %.1f%%)",
+                                      stage_compute_[i] / steps_run,
+                                      100.0 * stage_compute_[i] / std::max(1e-12, measured_sum),
+                                      100.0 * predicted[i] / std::max(1e-12, predicted_sum)));
+    }
+    reporter_->Event("stages", text);
+  }
   reporter_->Event("stop", absl::StrCat("step ", step_, " (", summary.stop_reason, ") after ",
                                         FormatDuration(Seconds(start)), "; ",
                                         summary.steps_waited_for_data, " of ", steps_run,

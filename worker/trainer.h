@@ -99,6 +99,7 @@ class Trainer {
   torch::Tensor tokenizer_model_;  // SentencePiece model bytes (uint8), saved in checkpoints.
   int64_t step_ = 0;
   std::vector<std::string> rejected_;
+  std::vector<double> stage_compute_;  // [stage] forward+backward seconds of this run.
 };
 
 }  // namespace deepnet::worker

@@ -496,6 +496,12 @@ TEST(JobConfigTest, ExampleJobsParse) {
   ASSERT_TRUE(tsv.ok()) << tsv.status();
   EXPECT_EQ(tsv->data.source, "tsv");
   EXPECT_FALSE(tsv->data.train_path.empty());
+
+  absl::StatusOr<JobConfig> parallel =
+      LoadJobConfig(std::string(DEEPNET_SOURCE_DIR) + "/examples/parallel_2x2.yaml");
+  ASSERT_TRUE(parallel.ok()) << parallel.status();
+  EXPECT_EQ(parallel->parallel.world_size(), 4);
+  EXPECT_EQ(parallel->parallel.backend, "mpi");
 }
 
 TEST(JobConfigTest, LoadJobConfigNamesAMissingFile) {
