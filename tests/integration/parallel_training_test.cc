@@ -271,4 +271,31 @@ TEST(ParallelTrainingTest, KillingOneRankStopsTheOthers) {
   EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(120));
 }
 
+// Stages that disagree about the batches (here: different batch bounds) fail with an error
+// naming the stage and the micro-batch instead of hanging or training on garbage.
+TEST(ParallelTrainingTest, StagesThatDisagreeAboutABatchFailNamingIt) {
+  TempDir dir;
+  std::ofstream(dir / "job.yaml") << JobYaml(dir / "ckpt", 5);
+  std::vector<std::unique_ptr<Child>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(std::make_unique<Child>(
+        std::vector<std::string>{DEEPNET_BINARY, "train", "--config", dir / "job.yaml", "--set",
+                                 "parallel.pipeline_stages=2", "--set",
+                                 "data.max_tokens=" + std::string(r == 0 ? "160" : "96"), "--set",
+                                 "parallel.rendezvous=file://" + dir / "rdv"},
+        dir / ("rank" + std::to_string(r) + ".log"),
+        std::vector<std::string>{"DEEPNET_RANK=" + std::to_string(r), "DEEPNET_WORLD_SIZE=2"}));
+  }
+  for (int r = 0; r < 2; ++r) {
+    const int code = ranks[r]->Wait(std::chrono::seconds(120));
+    EXPECT_NE(code, 0) << Slurp(dir / ("rank" + std::to_string(r) + ".log"));
+    EXPECT_NE(code, -1000) << "rank " << r << " hangs";
+  }
+  const std::string log = Slurp(dir / "rank1.log");
+  EXPECT_NE(log.find("rank 1 (stage 1, replica 0): expected the activation of micro-batch 0 of "
+                     "step 1 from stage 0"),
+            std::string::npos)
+      << log;
+}
+
 }  // namespace
