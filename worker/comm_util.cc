@@ -53,8 +53,7 @@ absl::Status CheckTensor(const torch::Tensor& tensor, bool require_cpu, const st
                                       " is not contiguous");
   }
   if (require_cpu && !tensor.device().is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": tensor is on ",
-                                                   tensor.device().str(),
+    return absl::InvalidArgumentError(absl::StrCat(what, ": tensor is on ", tensor.device().str(),
                                                    "; this backend moves CPU tensors only"));
   }
   return absl::OkStatus();

@@ -1,11 +1,10 @@
 #include "worker/communicator_factory.h"
 
+#include <exception>
+#include <filesystem>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
-#include <exception>
-#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -27,7 +26,8 @@ constexpr char kTcpScheme[] = "tcp://";
 constexpr char kFileScheme[] = "file://";
 
 std::string ExceptionText(const std::exception& e) {
-  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) return error->what_without_backtrace();
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e))
+    return error->what_without_backtrace();
   return e.what();
 }
 
@@ -55,10 +55,10 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenTcpStore(const std::string& 
     tcp.timeout = options.timeout;
     return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::TCPStore>(host, tcp));
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        label, ": rendezvous at tcp://", host, ":", port, env.rank == 0 ? " (serving)" : "",
-        " did not complete within ", comm_internal::FormatDuration(options.timeout), ": ",
-        ExceptionText(e)));
+    return absl::UnavailableError(
+        absl::StrCat(label, ": rendezvous at tcp://", host, ":", port,
+                     env.rank == 0 ? " (serving)" : "", " did not complete within ",
+                     comm_internal::FormatDuration(options.timeout), ": ", ExceptionText(e)));
   }
 }
 
@@ -101,8 +101,8 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(const Comm
     }
     if (host.empty() || !absl::SimpleAtoi(endpoint.substr(colon + 1), &port) || port < 1 ||
         port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat("rendezvous \"", spec,
-                                                     "\" is not tcp://HOST:PORT with 0 < PORT < 65536"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rendezvous \"", spec, "\" is not tcp://HOST:PORT with 0 < PORT < 65536"));
     }
     return OpenTcpStore(host, port, options, env);
   }
@@ -141,9 +141,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
     }
     if (env.launcher != "none" &&
         (env.rank != mpi->world_rank() || env.world_size != mpi->world_size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "launcher \"", env.launcher, "\" says rank ", env.rank, "/", env.world_size,
-          " but MPI_COMM_WORLD says ", mpi->world_rank(), "/", mpi->world_size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("launcher \"", env.launcher, "\" says rank ", env.rank, "/", env.world_size,
+                       " but MPI_COMM_WORLD says ", mpi->world_rank(), "/", mpi->world_size()));
     }
     if (mpi->world_size() == 1) return std::unique_ptr<Communicator>(new LoopbackCommunicator());
     absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm =
@@ -160,11 +160,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
       absl::StrCat("deepnet/", ToString(options.backend), "/world"), *store);
   if (options.backend == CommBackendKind::kGloo) {
 #ifdef DEEPNET_HAVE_GLOO
-    const std::string hostname = !options.gloo_hostname.empty() ? options.gloo_hostname
+    const std::string hostname = !options.gloo_hostname.empty()     ? options.gloo_hostname
                                  : env.local_size == env.world_size ? "127.0.0.1"
                                                                     : "";
-    absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(
-        world_store, env.rank, env.world_size, options.timeout, hostname);
+    absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
+        GlooCommunicator::Create(world_store, env.rank, env.world_size, options.timeout, hostname);
     if (!comm.ok()) return comm.status();
     return std::unique_ptr<Communicator>(*std::move(comm));
 #else

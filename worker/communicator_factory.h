@@ -1,10 +1,9 @@
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/statusor.h"
 #include "worker/communicator.h"

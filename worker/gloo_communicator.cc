@@ -1,13 +1,12 @@
 #include "worker/gloo_communicator.h"
 
 // ProcessGroupGloo.hpp is empty unless USE_C10D_GLOO is defined (worker/CMakeLists.txt).
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <exception>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -108,14 +107,15 @@ class GlooWork final : public CommWork {
   absl::Status Wait() override {
     if (waited_) return result_;
     waited_ = true;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
     try {
       // At least 1 ms: 0 means "no timeout" to c10d.
       work_->wait(std::max(left, std::chrono::milliseconds(1)));
       result_ = absl::OkStatus();
     } catch (const std::exception&) {
-      result_ = state_->Fail(GlooFailure(*state_, what_, ExceptionText(std::current_exception()),
-                                         deadline_));
+      result_ = state_->Fail(
+          GlooFailure(*state_, what_, ExceptionText(std::current_exception()), deadline_));
     }
     work_.reset();
     return result_;
@@ -136,9 +136,9 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroupGloo>> ConnectGroup(
     std::chrono::milliseconds timeout, const std::string& hostname, const std::string& label) {
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(
-        hostname.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
-                         : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+    options->devices.push_back(hostname.empty()
+                                   ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                   : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
     // The process group keeps its rendezvous keys under "pg/" of the group's store.
     auto pg_store = c10::make_intrusive<c10d::PrefixStore>("pg", store);
     return c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, rank, size, options);
@@ -191,7 +191,8 @@ absl::Status GlooCommunicator::AllReduceSum(torch::Tensor& tensor) {
 absl::StatusOr<std::unique_ptr<CommWork>> GlooCommunicator::AllReduceSumAsync(
     torch::Tensor tensor) {
   if (absl::Status s = state_->CheckUsable("all_reduce"); !s.ok()) return s;
-  const std::string what = absl::StrCat(state_->Label(), ": all_reduce of ", DescribeTensor(tensor));
+  const std::string what =
+      absl::StrCat(state_->Label(), ": all_reduce of ", DescribeTensor(tensor));
   if (absl::Status s = CheckTensor(tensor, /*require_cpu=*/true, what); !s.ok()) return s;
   auto work = StartOp(*state_, what, [&](c10d::ProcessGroupGloo& group) {
     std::vector<at::Tensor> tensors{tensor};
@@ -206,8 +207,8 @@ absl::StatusOr<std::unique_ptr<CommWork>> GlooCommunicator::AllReduceSumAsync(
 
 absl::Status GlooCommunicator::Broadcast(torch::Tensor& tensor, int root) {
   if (absl::Status s = state_->CheckUsable("broadcast"); !s.ok()) return s;
-  const std::string what = absl::StrCat(state_->Label(), ": broadcast of ", DescribeTensor(tensor),
-                                        " from root ", root);
+  const std::string what =
+      absl::StrCat(state_->Label(), ": broadcast of ", DescribeTensor(tensor), " from root ", root);
   if (root < 0 || root >= state_->size) {
     return absl::InvalidArgumentError(what + ": root is outside the group");
   }
@@ -222,8 +223,8 @@ absl::Status GlooCommunicator::Broadcast(torch::Tensor& tensor, int root) {
   return GlooWork(state_, *std::move(work), tensor, what).Wait();
 }
 
-absl::StatusOr<std::unique_ptr<CommWork>> GlooCommunicator::SendAsync(torch::Tensor tensor,
-                                                                       int dst, int tag) {
+absl::StatusOr<std::unique_ptr<CommWork>> GlooCommunicator::SendAsync(torch::Tensor tensor, int dst,
+                                                                      int tag) {
   if (absl::Status s = state_->CheckUsable("send"); !s.ok()) return s;
   const std::string what = absl::StrCat(state_->Label(), ": send of ", DescribeTensor(tensor),
                                         " to rank ", dst, " tag ", tag);
@@ -238,8 +239,8 @@ absl::StatusOr<std::unique_ptr<CommWork>> GlooCommunicator::SendAsync(torch::Ten
       std::make_unique<GlooWork>(state_, *std::move(work), std::move(tensor), what));
 }
 
-absl::StatusOr<std::unique_ptr<CommWork>> GlooCommunicator::RecvAsync(torch::Tensor tensor,
-                                                                       int src, int tag) {
+absl::StatusOr<std::unique_ptr<CommWork>> GlooCommunicator::RecvAsync(torch::Tensor tensor, int src,
+                                                                      int tag) {
   if (absl::Status s = state_->CheckUsable("recv"); !s.ok()) return s;
   const std::string what = absl::StrCat(state_->Label(), ": recv of ", DescribeTensor(tensor),
                                         " from rank ", src, " tag ", tag);
@@ -267,8 +268,8 @@ absl::Status GlooCommunicator::Barrier() {
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(int color, int key) {
   if (absl::Status s = state_->CheckUsable("split"); !s.ok()) return s;
   const int split = state_->splits++;
-  const std::string what = absl::StrCat(state_->Label(), ": split #", split, " (color ", color,
-                                        ", key ", key, ")");
+  const std::string what =
+      absl::StrCat(state_->Label(), ": split #", split, " (color ", color, ", key ", key, ")");
   // Every rank publishes "color,key" under a prefix unique to this split, then reads everyone's.
   const std::string prefix = absl::StrCat("split/", split, "/");
   std::vector<std::tuple<int, int, int>> members;  // (key, old rank, color) of my color
@@ -284,24 +285,24 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(int color,
       int peer_key = 0;
       if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &peer_color) ||
           !absl::SimpleAtoi(fields[1], &peer_key)) {
-        return state_->Fail(absl::InternalError(absl::StrCat(
-            what, ": rank ", peer, " published \"", text, "\", not \"color,key\"")));
+        return state_->Fail(absl::InternalError(
+            absl::StrCat(what, ": rank ", peer, " published \"", text, "\", not \"color,key\"")));
       }
       if (color >= 0 && peer_color == color) members.emplace_back(peer_key, peer, peer_color);
     }
   } catch (const std::exception& e) {
-    return state_->Fail(absl::DeadlineExceededError(absl::StrCat(
-        what, ": exchanging (color, key) through the store did not complete within ",
-        comm_internal::FormatDuration(state_->timeout), " (",
-        ExceptionText(std::current_exception()), ")")));
+    return state_->Fail(absl::DeadlineExceededError(
+        absl::StrCat(what, ": exchanging (color, key) through the store did not complete within ",
+                     comm_internal::FormatDuration(state_->timeout), " (",
+                     ExceptionText(std::current_exception()), ")")));
   }
   if (color < 0) return std::unique_ptr<Communicator>();
   std::sort(members.begin(), members.end());
   int new_rank = 0;
   while (std::get<1>(members[new_rank]) != state_->rank) ++new_rank;
   const int new_size = static_cast<int>(members.size());
-  auto store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat(prefix, "color/", color),
-                                                      state_->store);
+  auto store =
+      c10::make_intrusive<c10d::PrefixStore>(absl::StrCat(prefix, "color/", color), state_->store);
   auto group = ConnectGroup(store, new_rank, new_size, state_->timeout, state_->hostname,
                             absl::StrCat(what, " -> rank ", new_rank, "/", new_size));
   if (!group.ok()) return state_->Fail(group.status());

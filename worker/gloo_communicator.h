@@ -1,10 +1,9 @@
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "worker/communicator.h"
 
@@ -26,8 +25,8 @@ class GlooCommunicator final : public Communicator {
   // peers connect to (e.g. "127.0.0.1" on one machine); empty resolves this machine's hostname.
   // Blocks until every rank has connected or `timeout` passes.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(
-      c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-      std::chrono::milliseconds timeout, const std::string& hostname);
+      c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout,
+      const std::string& hostname);
   ~GlooCommunicator() override;
   GlooCommunicator(const GlooCommunicator&) = delete;
   GlooCommunicator& operator=(const GlooCommunicator&) = delete;
@@ -41,9 +40,9 @@ class GlooCommunicator final : public Communicator {
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> SendAsync(torch::Tensor tensor, int dst,
-                                                                  int tag) override;
+                                                                    int tag) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> RecvAsync(torch::Tensor tensor, int src,
-                                                                  int tag) override;
+                                                                    int tag) override;
   [[nodiscard]] absl::Status Barrier() override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   void Abort(const std::string& reason) override;

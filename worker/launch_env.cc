@@ -44,9 +44,9 @@ class EnvReader {
     if (!text) return std::optional<int>();
     int value = 0;
     if (!absl::SimpleAtoi(*text, &value) || value < (positive ? 1 : 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("environment variable ", name, "=\"", *text,
-                                                     "\" is not a ", positive ? "positive" : "non-negative",
-                                                     " integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable ", name, "=\"", *text, "\" is not a ",
+                       positive ? "positive" : "non-negative", " integer"));
     }
     return std::optional<int>(value);
   }
@@ -74,9 +74,9 @@ absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, Lau
   }
   if (!size.ok()) return size.status();
   if (!size->has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "environment variable ", vars.rank, " is set but the world size (",
-        size_name.empty() ? "OMPI_COMM_WORLD_SIZE/PMIX_SIZE" : size_name, ") is not"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", vars.rank, " is set but the world size (",
+                     size_name.empty() ? "OMPI_COMM_WORLD_SIZE/PMIX_SIZE" : size_name, ") is not"));
   }
   if (**rank >= **size) {
     return absl::InvalidArgumentError(absl::StrCat("environment variable ", vars.rank, "=", **rank,
@@ -99,9 +99,10 @@ absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, Lau
   // Without a local rank, assume one node when everything is local.
   env.local_rank = local_rank->value_or(env.local_size == env.world_size ? env.rank : 0);
   if (env.local_rank >= env.local_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "environment variable ", vars.local_rank, "=", env.local_rank, " is not below the local size ",
-        env.local_size, local_size->has_value() ? absl::StrCat(" (", vars.local_size, ")") : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", vars.local_rank, "=", env.local_rank,
+                     " is not below the local size ", env.local_size,
+                     local_size->has_value() ? absl::StrCat(" (", vars.local_size, ")") : ""));
   }
   return absl::OkStatus();
 }

@@ -26,8 +26,8 @@ struct PendingRecv {
 struct LoopbackCommunicator::State {
   bool aborted = false;
   std::string abort_reason;
-  std::map<int, std::deque<torch::Tensor>> messages;                    // [tag] sent, unreceived
-  std::map<int, std::deque<std::shared_ptr<PendingRecv>>> pending;      // [tag] posted receives
+  std::map<int, std::deque<torch::Tensor>> messages;                // [tag] sent, unreceived
+  std::map<int, std::deque<std::shared_ptr<PendingRecv>>> pending;  // [tag] posted receives
 };
 
 namespace {

@@ -29,9 +29,9 @@ class LoopbackCommunicator final : public Communicator {
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> SendAsync(torch::Tensor tensor, int dst,
-                                                                  int tag) override;
+                                                                    int tag) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> RecvAsync(torch::Tensor tensor, int src,
-                                                                  int tag) override;
+                                                                    int tag) override;
   [[nodiscard]] absl::Status Barrier() override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   void Abort(const std::string& reason) override;

@@ -146,8 +146,8 @@ class MpiWork final : public CommWork {
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
       if (count != expected_bytes_) {
-        result_ = state_->Fail(absl::InvalidArgumentError(absl::StrCat(
-            what_, ": received ", count, " bytes, expected ", expected_bytes_)));
+        result_ = state_->Fail(absl::InvalidArgumentError(
+            absl::StrCat(what_, ": received ", count, " bytes, expected ", expected_bytes_)));
       }
     }
     return result_;
@@ -170,7 +170,8 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::CreateWorld(
     const MpiSession& mpi, std::chrono::milliseconds timeout) {
   const std::string label = comm_internal::RankLabel(mpi.world_rank(), mpi.world_size());
   if (timeout.count() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": MPI communicator timeout must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": MPI communicator timeout must be > 0"));
   }
   auto state = std::make_shared<State>();
   if (int rc = MPI_Comm_dup(MPI_COMM_WORLD, &state->comm); rc != MPI_SUCCESS) {
@@ -211,10 +212,10 @@ absl::Status MpiCommunicator::AllReduceSum(torch::Tensor& tensor) {
   return (*work)->Wait();
 }
 
-absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::AllReduceSumAsync(
-    torch::Tensor tensor) {
+absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::AllReduceSumAsync(torch::Tensor tensor) {
   if (absl::Status s = state_->CheckUsable("all_reduce"); !s.ok()) return s;
-  const std::string what = absl::StrCat(state_->Label(), ": all_reduce of ", DescribeTensor(tensor));
+  const std::string what =
+      absl::StrCat(state_->Label(), ": all_reduce of ", DescribeTensor(tensor));
   if (absl::Status s = CheckTensor(tensor, /*require_cpu=*/true, what); !s.ok()) return s;
   std::optional<MPI_Datatype> type = ReduceType(tensor.scalar_type());
   if (!type) {
@@ -236,8 +237,8 @@ absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::AllReduceSumAsync(
 
 absl::Status MpiCommunicator::Broadcast(torch::Tensor& tensor, int root) {
   if (absl::Status s = state_->CheckUsable("broadcast"); !s.ok()) return s;
-  const std::string what = absl::StrCat(state_->Label(), ": broadcast of ", DescribeTensor(tensor),
-                                        " from root ", root);
+  const std::string what =
+      absl::StrCat(state_->Label(), ": broadcast of ", DescribeTensor(tensor), " from root ", root);
   if (root < 0 || root >= state_->size) {
     return absl::InvalidArgumentError(what + ": root is outside the group");
   }
@@ -253,13 +254,14 @@ absl::Status MpiCommunicator::Broadcast(torch::Tensor& tensor, int root) {
 }
 
 absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::SendAsync(torch::Tensor tensor, int dst,
-                                                                      int tag) {
+                                                                     int tag) {
   if (absl::Status s = state_->CheckUsable("send"); !s.ok()) return s;
   const std::string what = absl::StrCat(state_->Label(), ": send of ", DescribeTensor(tensor),
                                         " to rank ", dst, " tag ", tag);
   if (absl::Status s = CheckPeer(dst, tag, state_->size, what); !s.ok()) return s;
   if (tag > state_->tag_ub) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": tag exceeds MPI_TAG_UB ", state_->tag_ub));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": tag exceeds MPI_TAG_UB ", state_->tag_ub));
   }
   if (absl::Status s = CheckTensor(tensor, /*require_cpu=*/true, what); !s.ok()) return s;
   absl::StatusOr<int> bytes = ByteCount(tensor, what);
@@ -274,13 +276,14 @@ absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::SendAsync(torch::Tens
 }
 
 absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::RecvAsync(torch::Tensor tensor, int src,
-                                                                      int tag) {
+                                                                     int tag) {
   if (absl::Status s = state_->CheckUsable("recv"); !s.ok()) return s;
   const std::string what = absl::StrCat(state_->Label(), ": recv of ", DescribeTensor(tensor),
                                         " from rank ", src, " tag ", tag);
   if (absl::Status s = CheckPeer(src, tag, state_->size, what); !s.ok()) return s;
   if (tag > state_->tag_ub) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": tag exceeds MPI_TAG_UB ", state_->tag_ub));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": tag exceeds MPI_TAG_UB ", state_->tag_ub));
   }
   if (absl::Status s = CheckTensor(tensor, /*require_cpu=*/true, what); !s.ok()) return s;
   absl::StatusOr<int> bytes = ByteCount(tensor, what);

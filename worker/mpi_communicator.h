@@ -35,9 +35,9 @@ class MpiCommunicator final : public Communicator {
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> SendAsync(torch::Tensor tensor, int dst,
-                                                                  int tag) override;
+                                                                    int tag) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> RecvAsync(torch::Tensor tensor, int src,
-                                                                  int tag) override;
+                                                                    int tag) override;
   [[nodiscard]] absl::Status Barrier() override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   // Logs `reason` and calls MPI_Abort, which ends every process of the MPI job (mpirun exits

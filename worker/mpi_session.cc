@@ -39,9 +39,8 @@ absl::StatusOr<std::unique_ptr<MpiSession>> MpiSession::Create() {
   }
   if (provided < MPI_THREAD_SERIALIZED) {
     MPI_Finalize();
-    return absl::FailedPreconditionError(
-        absl::StrCat("MPI provides only ", ThreadLevelName(provided),
-                     "; DeepNet needs MPI_THREAD_SERIALIZED"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "MPI provides only ", ThreadLevelName(provided), "; DeepNet needs MPI_THREAD_SERIALIZED"));
   }
   // Errors on the world communicator come back as codes instead of aborting the job.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -5,12 +5,12 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <spdlog/spdlog.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -63,7 +63,8 @@ absl::Status NcclError(const std::string& what, const char* call, ncclResult_t r
 }
 
 absl::Status CudaError(const std::string& what, const char* call, cudaError_t error) {
-  return absl::InternalError(absl::StrCat(what, ": ", call, " failed: ", cudaGetErrorString(error)));
+  return absl::InternalError(
+      absl::StrCat(what, ": ", call, " failed: ", cudaGetErrorString(error)));
 }
 
 std::optional<ncclDataType_t> NcclType(c10::ScalarType type) {
@@ -163,7 +164,8 @@ absl::StatusOr<std::unique_ptr<CommWork>> Enqueue(
     return CudaError(what, "cudaEventCreateWithFlags", e);
   }
   cudaError_t e = cudaEventRecord(
-      ready, c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(state->device)).stream());
+      ready,
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(state->device)).stream());
   if (e == cudaSuccess) e = cudaStreamWaitEvent(state->stream, ready, 0);
   cudaEventDestroy(ready);  // Safe: destruction is deferred until the event completes.
   if (e != cudaSuccess) return state->Fail(CudaError(what, "ordering after the compute stream", e));
@@ -212,7 +214,7 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator::State>> Connect(
       const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
       state->store->set("nccl_id", std::vector<uint8_t>(bytes, bytes + sizeof(id)));
     }
-    state->store->set(absl::StrCat("arrived/", rank), {1});
+    state->store->set(absl::StrCat("arrived/", rank), std::vector<uint8_t>{1});
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat("arrived/", r));
     state->store->wait(keys, timeout);
@@ -223,9 +225,9 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator::State>> Connect(
     }
     std::memcpy(&id, value.data(), sizeof(id));
   } catch (const std::exception& e) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        what, ": not every rank arrived within ", comm_internal::FormatDuration(timeout), " (",
-        e.what(), ")"));
+    return absl::DeadlineExceededError(absl::StrCat(what, ": not every rank arrived within ",
+                                                    comm_internal::FormatDuration(timeout), " (",
+                                                    e.what(), ")"));
   }
   if (cudaError_t e = cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking);
       e != cudaSuccess) {
@@ -276,7 +278,8 @@ absl::Status NcclCommunicator::AllReduceSum(torch::Tensor& tensor) {
 absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::AllReduceSumAsync(
     torch::Tensor tensor) {
   if (absl::Status s = state_->CheckUsable("all_reduce"); !s.ok()) return s;
-  const std::string what = absl::StrCat(state_->Label(), ": all_reduce of ", DescribeTensor(tensor));
+  const std::string what =
+      absl::StrCat(state_->Label(), ": all_reduce of ", DescribeTensor(tensor));
   if (absl::Status s = CheckCudaTensor(*state_, tensor, what); !s.ok()) return s;
   std::optional<ncclDataType_t> type = NcclType(tensor.scalar_type());
   if (!type) return absl::InvalidArgumentError(what + ": dtype not supported by NCCL");
@@ -289,8 +292,8 @@ absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::AllReduceSumAsync(
 
 absl::Status NcclCommunicator::Broadcast(torch::Tensor& tensor, int root) {
   if (absl::Status s = state_->CheckUsable("broadcast"); !s.ok()) return s;
-  const std::string what = absl::StrCat(state_->Label(), ": broadcast of ", DescribeTensor(tensor),
-                                        " from root ", root);
+  const std::string what =
+      absl::StrCat(state_->Label(), ": broadcast of ", DescribeTensor(tensor), " from root ", root);
   if (root < 0 || root >= state_->size) {
     return absl::InvalidArgumentError(what + ": root is outside the group");
   }
@@ -304,8 +307,8 @@ absl::Status NcclCommunicator::Broadcast(torch::Tensor& tensor, int root) {
   return (*work)->Wait();
 }
 
-absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::SendAsync(torch::Tensor tensor,
-                                                                       int dst, int tag) {
+absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::SendAsync(torch::Tensor tensor, int dst,
+                                                                      int tag) {
   if (absl::Status s = state_->CheckUsable("send"); !s.ok()) return s;
   const std::string what = absl::StrCat(state_->Label(), ": send of ", DescribeTensor(tensor),
                                         " to rank ", dst, " tag ", tag);
@@ -318,8 +321,8 @@ absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::SendAsync(torch::Ten
   });
 }
 
-absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::RecvAsync(torch::Tensor tensor,
-                                                                       int src, int tag) {
+absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::RecvAsync(torch::Tensor tensor, int src,
+                                                                      int tag) {
   if (absl::Status s = state_->CheckUsable("recv"); !s.ok()) return s;
   const std::string what = absl::StrCat(state_->Label(), ": recv of ", DescribeTensor(tensor),
                                         " from rank ", src, " tag ", tag);
@@ -349,8 +352,8 @@ absl::Status NcclCommunicator::Barrier() {
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(int color, int key) {
   if (absl::Status s = state_->CheckUsable("split"); !s.ok()) return s;
   const int split = state_->splits++;
-  const std::string what = absl::StrCat(state_->Label(), ": split #", split, " (color ", color,
-                                        ", key ", key, ")");
+  const std::string what =
+      absl::StrCat(state_->Label(), ": split #", split, " (color ", color, ", key ", key, ")");
   const std::string prefix = absl::StrCat("split/", split, "/");
   std::vector<std::tuple<int, int>> members;  // (key, old rank) of my color
   try {
@@ -378,10 +381,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(int color,
   std::sort(members.begin(), members.end());
   int new_rank = 0;
   while (std::get<1>(members[new_rank]) != state_->rank) ++new_rank;
-  auto store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat(prefix, "color/", color),
-                                                      state_->store);
-  auto state = Connect(store, new_rank, static_cast<int>(members.size()), state_->device,
-                       state_->timeout);
+  auto store =
+      c10::make_intrusive<c10d::PrefixStore>(absl::StrCat(prefix, "color/", color), state_->store);
+  auto state =
+      Connect(store, new_rank, static_cast<int>(members.size()), state_->device, state_->timeout);
   if (!state.ok()) return state_->Fail(state.status());
   return std::unique_ptr<Communicator>(new NcclCommunicator(*std::move(state)));
 }

@@ -2,11 +2,10 @@
 
 // Compiled only when DEEPNET_HAVE_NCCL (a CUDA LibTorch and NCCL found by CMake).
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "worker/communicator.h"
 
@@ -41,9 +40,9 @@ class NcclCommunicator final : public Communicator {
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> SendAsync(torch::Tensor tensor, int dst,
-                                                                  int tag) override;
+                                                                    int tag) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> RecvAsync(torch::Tensor tensor, int src,
-                                                                  int tag) override;
+                                                                    int tag) override;
   [[nodiscard]] absl::Status Barrier() override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   void Abort(const std::string& reason) override;  // ncclCommAbort; safe on error paths.

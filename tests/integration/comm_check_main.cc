@@ -7,6 +7,7 @@
 // --fail_mode skip_collective|sigkill: a loop of all-reduces in which --fail_rank skips one
 // (then sleeps) or SIGKILLs itself; the others must report the failure and exit non-zero.
 #include <signal.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,8 +18,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -53,9 +52,8 @@ absl::Status Mismatch(const std::string& what, const torch::Tensor& got,
                       const torch::Tensor& expected) {
   if (torch::equal(got, expected)) return absl::OkStatus();
   const int64_t bad = (got != expected).nonzero().index({0, 0}).item<int64_t>();
-  return absl::InternalError(absl::StrCat(what, ": element ", bad, " is ",
-                                          got[bad].item<double>(), ", expected ",
-                                          expected[bad].item<double>()));
+  return absl::InternalError(absl::StrCat(what, ": element ", bad, " is ", got[bad].item<double>(),
+                                          ", expected ", expected[bad].item<double>()));
 }
 
 // Each rank contributes (rank + 1) + i % 7 at index i: exact in float32.
@@ -125,7 +123,8 @@ absl::Status CheckRing(Communicator& comm) {
   for (auto& work : works) {
     if (absl::Status s = work->Wait(); !s.ok()) return s;
   }
-  if (absl::Status s = Mismatch("ring tag 1", in1, torch::full({100}, prev * 10 + 1, torch::kInt32));
+  if (absl::Status s =
+          Mismatch("ring tag 1", in1, torch::full({100}, prev * 10 + 1, torch::kInt32));
       !s.ok()) {
     return s;
   }
@@ -153,7 +152,8 @@ absl::Status CheckSplit(Communicator& comm) {
   if (absl::Status s = (*sub)->AllReduceSum(t); !s.ok()) return s;
   int64_t sum = 0;
   for (int r : members) sum += r;
-  if (absl::Status s = Mismatch("all_reduce in split group", t, torch::full({8}, sum, torch::kInt64));
+  if (absl::Status s =
+          Mismatch("all_reduce in split group", t, torch::full({8}, sum, torch::kInt64));
       !s.ok()) {
     return s;
   }
@@ -272,10 +272,12 @@ int Run(const Flags& flags) {
 int main(int argc, char** argv) {
   deepnet::worker::Flags flags;
   CLI::App app{"Multi-process check of a DeepNet communicator backend"};
-  app.add_option("--backend", flags.backend, "mpi or gloo")->check(CLI::IsMember({"mpi", "gloo", "nccl"}));
+  app.add_option("--backend", flags.backend, "mpi or gloo")
+      ->check(CLI::IsMember({"mpi", "gloo", "nccl"}));
   app.add_option("--rendezvous", flags.rendezvous, "tcp://HOST:PORT, file:///PATH or empty");
   app.add_option("--rendezvous_dir", flags.rendezvous_dir, "folder of the job-id FileStore");
-  app.add_option("--timeout_ms", flags.timeout_ms, "per-operation timeout")->check(CLI::PositiveNumber);
+  app.add_option("--timeout_ms", flags.timeout_ms, "per-operation timeout")
+      ->check(CLI::PositiveNumber);
   app.add_option("--fail_mode", flags.fail_mode, "none, skip_collective or sigkill")
       ->check(CLI::IsMember({"none", "skip_collective", "sigkill"}));
   app.add_option("--fail_rank", flags.fail_rank, "rank that fails (-1: the last)");

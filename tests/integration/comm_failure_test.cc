@@ -134,10 +134,10 @@ TEST(CommFailureTest, GlooRankKilledMidLoopMakesOthersExitNonZero) {
   ProcessGroup group;
   const auto start = Clock::now();
   // A timeout longer than the liveness bound: the others must notice the death, not time out.
-  const std::vector<std::string> logs = StartGlooRanks(
-      group, dir,
-      {"--timeout_ms", "90000", "--fail_mode", "sigkill", "--fail_rank", "1", "--iterations",
-       "1000000"});
+  const std::vector<std::string> logs =
+      StartGlooRanks(group, dir,
+                     {"--timeout_ms", "90000", "--fail_mode", "sigkill", "--fail_rank", "1",
+                      "--iterations", "1000000"});
   const auto deadline = start + std::chrono::seconds(60);
   EXPECT_EQ(group.Wait(1, deadline), -SIGKILL) << Slurp(logs[1]);
   for (int rank : {0, 2}) {

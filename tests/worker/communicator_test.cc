@@ -1,5 +1,7 @@
 // LoopbackCommunicator, backend-name parsing, launch-environment detection and the rendezvous
 // options of the communicator factory. Multi-process backends: tests/integration/comm_*.
+#include "worker/communicator.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "tests/worker/test_util.h"
-#include "worker/communicator.h"
 #include "worker/communicator_factory.h"
 #include "worker/launch_env.h"
 #include "worker/loopback_communicator.h"
@@ -19,8 +20,8 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(CommunicatorTest, ParsesBackendNamesAndRoundTrips) {
-  for (CommBackendKind kind : {CommBackendKind::kMpi, CommBackendKind::kGloo,
-                               CommBackendKind::kNccl}) {
+  for (CommBackendKind kind :
+       {CommBackendKind::kMpi, CommBackendKind::kGloo, CommBackendKind::kNccl}) {
     absl::StatusOr<CommBackendKind> parsed = ParseCommBackend(ToString(kind));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, kind);
@@ -307,7 +308,7 @@ TEST(CommunicatorFactoryTest, JobIdNamesAFileStoreInTheRendezvousDir) {
   options.rendezvous_dir = dir.path();
   absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = CreateRendezvousStore(options, env);
   ASSERT_TRUE(store.ok()) << store.status();
-  (*store)->set("k", {1, 2});
+  (*store)->set("k", std::vector<uint8_t>{1, 2});
   EXPECT_EQ((*store)->get("k"), (std::vector<uint8_t>{1, 2}));
   EXPECT_TRUE(std::filesystem::exists(dir / "deepnet-rendezvous-ompi-42_x"));
 }
