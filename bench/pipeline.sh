@@ -11,6 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 RUNS=${RUNS:-3}
 OUT=${OUT:-$(mktemp -d /tmp/deepnet-pipeline-bench-XXXXXX)}
+mkdir -p "$OUT"
 BENCH="$BUILD_DIR/bench/deepnet_bench_pipeline"
 MPI=(mpirun --oversubscribe --allow-run-as-root --mca btl self,tcp --mca btl_tcp_if_include lo)
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo; then

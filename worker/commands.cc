@@ -44,6 +44,10 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
         << world_size << "\n";
     return kExitBadInput;
   }
+  // One GPU per local rank: `cuda` means this rank's device.
+  if (config->runtime.device == "cuda" && launch->local_size > 1) {
+    config->runtime.device = "cuda:" + std::to_string(launch->local_rank);
+  }
   const std::string who = world_size > 1 ? "deepnet train: rank " + std::to_string(launch->rank) + ": "
                                          : "deepnet train: ";
   // Ranks sharing a machine share its cores: OpenBLAS gets cores / local ranks by default.

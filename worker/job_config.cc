@@ -283,6 +283,10 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
                   absl::StrCat("must be gloo, mpi or nccl (got '", par.backend, "')"));
   } else if (par.backend == "nccl" && c.runtime.device.rfind("cuda", 0) != 0) {
     problems->Add("parallel.backend", "nccl moves CUDA tensors: set runtime.device to cuda");
+  } else if (par.backend != "nccl" && c.runtime.device.rfind("cuda", 0) == 0 &&
+             par.world_size() > 1) {
+    problems->Add("parallel.backend", absl::StrCat(par.backend, " moves CPU tensors: use nccl "
+                                                   "with runtime.device ", c.runtime.device));
   }
   if (!(par.timeout_s > 0)) {
     problems->Add("parallel.timeout_s", absl::StrCat("must be > 0 (got ", ShortestDouble(par.timeout_s), ")"));

@@ -184,7 +184,7 @@ absl::Status PipelineEngine::SendBoundary(const std::vector<torch::Tensor>& tens
   h[0] = kMagic, h[1] = step, h[2] = micro_batch, h[3] = kind;
   h[4] = static_cast<int64_t>(tensors.size());
   for (size_t i = 0; i < tensors.size() && i < 3; ++i) h[5 + i] = tensors[i].numel();
-  auto work = world_->SendAsync(header, peer, kind);
+  auto work = world_->SendAsync(header.to(options_.device), peer, kind);
   if (!work.ok()) return work.status();
   pending_sends_.push_back(*std::move(work));
   for (const auto& t : tensors) {
@@ -202,8 +202,10 @@ absl::StatusOr<std::vector<torch::Tensor>> PipelineEngine::RecvBoundary(
   const auto shapes = BoundaryShapes(options_.model, boundary, batch.tgt_out.size(0),
                                      batch.src.defined() && batch.src.dim() == 2 ? batch.src.size(1) : 0,
                                      batch.tgt_out.size(1));
-  torch::Tensor header = torch::zeros({kHeaderSize}, torch::kLong);
+  torch::Tensor header =
+      torch::zeros({kHeaderSize}, torch::TensorOptions().dtype(torch::kLong).device(options_.device));
   if (auto s = world_->Recv(header, peer, kind); !s.ok()) return s;
+  header = header.cpu();
   auto h = header.accessor<int64_t, 1>();
   bool ok = h[0] == kMagic && h[1] == step && h[2] == micro_batch && h[3] == kind &&
             h[4] == static_cast<int64_t>(shapes.size());
@@ -264,7 +266,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
     counts[1] += static_cast<double>(b.src_tokens);
   }
   if (data_group_) {
-    if (auto s = data_group_->AllReduceSum(counts); !s.ok()) return s;
+    if (auto s = HostAllReduce(*data_group_, counts); !s.ok()) return s;
   }
   const double global_tgt = counts[0].item<double>();
   const double scale = 1.0 / std::max(1.0, global_tgt);
@@ -384,7 +386,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   st[base + 4] = timing.reduce_wait_s;
   st[base + 5] = timing.peak_live;
   st[base + 6] = timing.schedule_s;
-  if (auto s = world_->AllReduceSum(stats); !s.ok()) return s;
+  if (auto s = HostAllReduce(*world_, stats); !s.ok()) return s;
   for (int r = 0; r < world; ++r) {
     const int b = 4 + kTimingFields * r;
     RankTiming t;
@@ -403,6 +405,22 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   }
   optimizer_->Step(lr);
   return totals;
+}
+
+absl::Status PipelineEngine::HostAllReduce(Communicator& comm, torch::Tensor& host) {
+  if (options_.device.is_cpu()) return comm.AllReduceSum(host);
+  torch::Tensor on_device = host.to(options_.device);
+  if (auto s = comm.AllReduceSum(on_device); !s.ok()) return s;
+  host = on_device.cpu();
+  return absl::OkStatus();
+}
+
+absl::Status PipelineEngine::HostBroadcast(torch::Tensor& host, int root) {
+  if (options_.device.is_cpu()) return world_->Broadcast(host, root);
+  torch::Tensor on_device = host.to(options_.device);
+  if (auto s = world_->Broadcast(on_device, root); !s.ok()) return s;
+  host = on_device.cpu();
+  return absl::OkStatus();
 }
 
 absl::Status PipelineEngine::ReduceGradients() {
@@ -456,7 +474,7 @@ absl::StatusOr<LossSums> PipelineEngine::Evaluate(const std::vector<MicroBatch>&
   stats[0] = sums.loss;
   stats[1] = sums.nll;
   stats[2] = static_cast<double>(sums.tokens);
-  if (auto s = world_->AllReduceSum(stats); !s.ok()) return s;
+  if (auto s = HostAllReduce(*world_, stats); !s.ok()) return s;
   LossSums total;
   total.loss = stats[0].item<double>();
   total.nll = stats[1].item<double>();
@@ -487,7 +505,7 @@ absl::StatusOr<double> PipelineEngine::ProbeUpdateNorm(const MicroBatch& probe) 
     ++eval_calls_;
   }
   probe_reference_ = true;
-  if (auto s = world_->AllReduceSum(value); !s.ok()) return s;
+  if (auto s = HostAllReduce(*world_, value); !s.ok()) return s;
   return value[0].item<double>();
 }
 

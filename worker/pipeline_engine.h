@@ -157,6 +157,10 @@ class PipelineEngine {
                                             LossSums* sums, bool want_hidden);
   absl::Status ReduceGradients();
   std::string Where() const;
+  // Collectives on small host tensors: copied to the communicator's device (CUDA for NCCL)
+  // and back, so CPU-side bookkeeping works with every backend.
+  absl::Status HostAllReduce(Communicator& comm, torch::Tensor& host);
+  absl::Status HostBroadcast(torch::Tensor& host, int root);
   // Collective: true on every rank when `ok` is true on every rank.
   absl::StatusOr<bool> AllOk(bool ok);
   // Collective: rank 0's string on every rank.
