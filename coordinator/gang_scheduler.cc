@@ -12,9 +12,15 @@ namespace {
 // Largest gang the scheduler accepts; keeps rank arithmetic in int. Far above any real cluster.
 constexpr int64_t kMaxGangRanks = int64_t{1} << 20;
 
+// "1 slot", "8 slots".
+std::string Count(int64_t n, absl::string_view noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
 std::string GangText(const GangRequest& r, int64_t ranks) {
-  return absl::StrCat("needs ", ranks, " slots (", r.pipeline_stages, " pipeline stages x ",
-                      r.data_parallel, " data-parallel)");
+  return absl::StrCat("needs ", Count(ranks, "slot"), " (",
+                      Count(r.pipeline_stages, "pipeline stage"), " x ", r.data_parallel,
+                      " data-parallel)");
 }
 
 }  // namespace

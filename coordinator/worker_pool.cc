@@ -6,12 +6,18 @@
 #include "absl/strings/str_cat.h"
 
 namespace deepnet::coordinator {
+namespace {
+
+// A slot is a device or a CPU share; the pool keeps one owner entry per slot.
+constexpr int kMaxSlotsPerWorker = 1 << 16;
+
+}  // namespace
 
 absl::Status WorkerPool::Add(absl::string_view id, int slots) {
   if (id.empty()) return absl::InvalidArgumentError("worker id must not be empty");
-  if (slots <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("worker ", id, ": slots must be positive, got ", slots));
+  if (slots <= 0 || slots > kMaxSlotsPerWorker) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", id, ": slots must be in [1, ",
+                                                   kMaxSlotsPerWorker, "], got ", slots));
   }
   if (by_id_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("worker ", id, " is already registered"));

@@ -35,7 +35,7 @@ class WorkerPool {
   };
 
   // Registers a ready worker with all slots free. ALREADY_EXISTS for a known id,
-  // INVALID_ARGUMENT for an empty id or slots <= 0.
+  // INVALID_ARGUMENT for an empty id or slots outside [1, 65536].
   [[nodiscard]] absl::Status Add(absl::string_view id, int slots);
   // Changes a worker's state. On a change to lost, every slot is emptied and the ranks that held
   // them are returned; a lost worker that becomes ready or draining again has all slots free.

@@ -227,7 +227,7 @@ TEST(GangSchedulerTest, PendingReasonsNameSlotsFreeAndLargestWorker) {
             "(largest free worker has 8)");
   EXPECT_EQ(pending[2].code, PendingCode::kBehindJob);
   EXPECT_EQ(pending[2].reason,
-            "fits (needs 1 slots (1 pipeline stages x 1 data-parallel), 96 free) but waits "
+            "fits (needs 1 slot (1 pipeline stage x 1 data-parallel), 96 free) but waits "
             "behind higher-priority job j-12 (priority 5), which needs 128 slots (16 pipeline "
             "stages x 8 data-parallel) (strict queue order)");
 }
@@ -381,6 +381,7 @@ TEST(GangSchedulerTest, WorkerRegistrationErrors) {
   auto s = MakeScheduler();
   EXPECT_EQ(s->AddWorker("", 1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s->AddWorker("w", 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->AddWorker("w", 1 << 20).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(s->AddWorker("w", 2).ok());
   EXPECT_EQ(s->AddWorker("w", 2).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(s->UpdateWorkerState("x", WorkerState::kReady).status().code(),
