@@ -67,7 +67,7 @@ std::vector<LostRanks> GangScheduler::MarkLost(const std::vector<WorkerPool::Slo
   return lost;
 }
 
-absl::Status GangScheduler::Enqueue(const GangRequest& request) {
+absl::Status GangScheduler::CheckRequest(const GangRequest& request) const {
   if (request.job_id.empty()) return absl::InvalidArgumentError("job_id must not be empty");
   if (request.pipeline_stages <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("job ", request.job_id,
@@ -90,6 +90,11 @@ absl::Status GangScheduler::Enqueue(const GangRequest& request) {
     return absl::AlreadyExistsError(
         absl::StrCat("job ", request.job_id, " is already queued or placed"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GangScheduler::Enqueue(const GangRequest& request) {
+  if (absl::Status status = CheckRequest(request); !status.ok()) return status;
   QueueKey key{-request.priority, request.submit_seq, request.job_id};
   Queued queued{request, request.pipeline_stages * request.data_parallel, 0};
   const auto [it, inserted] = queue_.emplace(std::move(key), std::move(queued));
@@ -122,6 +127,30 @@ absl::Status GangScheduler::Release(absl::string_view job_id) {
   }
   placed_.erase(placed);
   placed_by_id_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status GangScheduler::RestorePlacement(const Placement& placement) {
+  GangRequest sizes;
+  sizes.job_id = placement.job_id;
+  sizes.pipeline_stages = placement.pipeline_stages;
+  sizes.data_parallel = placement.data_parallel;
+  if (absl::Status status = CheckRequest(sizes); !status.ok()) return status;
+  const int64_t expected = placement.pipeline_stages * placement.data_parallel;
+  if (static_cast<int64_t>(placement.ranks.size()) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job ", placement.job_id, ": ", placement.ranks.size(), " ranks placed, but ",
+        placement.pipeline_stages, " x ", placement.data_parallel, " = ", expected, " expected"));
+  }
+  const WorkerPool::JobHandle handle = next_handle_;
+  absl::StatusOr<std::vector<SlotRef>> slots = pool_.AllocateExact(handle, placement.ranks);
+  if (!slots.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", placement.job_id, ": ", slots.status().message()));
+  }
+  ++next_handle_;
+  placed_by_id_.emplace(placement.job_id, handle);
+  placed_.emplace(handle, Placed{placement, *std::move(slots)});
   return absl::OkStatus();
 }
 

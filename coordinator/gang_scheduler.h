@@ -68,6 +68,12 @@ class GangScheduler {
   // the job is not placed.
   [[nodiscard]] absl::Status Release(absl::string_view job_id);
 
+  // Re-adopts a running job after a coordinator restart, so its ranks keep running: holds exactly
+  // the slots in `placement` (all or none). INVALID_ARGUMENT naming the rank for a rank count
+  // other than pipeline_stages x data_parallel, an unknown or lost worker, or a slot out of range,
+  // held, or listed twice; ALREADY_EXISTS when the job is queued or placed.
+  [[nodiscard]] absl::Status RestorePlacement(const Placement& placement);
+
   // Places queued gangs in queue order as the head-of-line policy allows; returns the new
   // placements in the order they were made. Cost: O(jobs visited) plus O(k log W) per placement.
   [[nodiscard]] std::vector<Placement> Schedule();
@@ -128,6 +134,8 @@ class GangScheduler {
   template <typename OnJob>
   PassResult Pass(bool stop_early, OnJob&& on_job) const;
   std::string Reason(const Queued& job, Verdict verdict, const Queued* blocker, int64_t free) const;
+  // Id and sizes valid and the id unused (the checks Enqueue and RestorePlacement share).
+  [[nodiscard]] absl::Status CheckRequest(const GangRequest& request) const;
   std::vector<LostRanks> MarkLost(const std::vector<WorkerPool::SlotOwner>& owners);
 
   const SchedulerOptions options_;

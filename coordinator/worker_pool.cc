@@ -153,6 +153,49 @@ std::vector<SlotRef> WorkerPool::Allocate(JobHandle job, int pipeline_stages, in
   return ranks;
 }
 
+absl::StatusOr<std::vector<SlotRef>> WorkerPool::AllocateExact(JobHandle job,
+                                                               const std::vector<RankSlot>& ranks) {
+  std::vector<SlotRef> refs(ranks.size());
+  absl::flat_hash_map<std::pair<int, int>, int> seen;  // Slot -> rank, to catch duplicates.
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    const RankSlot& r = ranks[rank];
+    const auto it = by_id_.find(r.worker_id);
+    if (it == by_id_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, ": unknown worker '", r.worker_id, "'"));
+    }
+    const Worker& w = workers_[it->second];
+    if (w.state == WorkerState::kLost) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, ": worker ", r.worker_id, " is lost"));
+    }
+    if (r.slot < 0 || r.slot >= static_cast<int>(w.owner.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": slot ", r.slot,
+                                                     " out of range on worker ", r.worker_id,
+                                                     " with ", w.owner.size(), " slots"));
+    }
+    if (w.owner[r.slot].job != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank, ": slot ", r.slot, " of worker ", r.worker_id, " is held by another job"));
+    }
+    const auto [dup, fresh] = seen.emplace(std::make_pair(it->second, r.slot), rank);
+    if (!fresh) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": slot ", r.slot,
+                                                     " of worker ", r.worker_id,
+                                                     " is also given to rank ", dup->second));
+    }
+    refs[rank] = SlotRef{it->second, r.slot};
+  }
+  for (size_t rank = 0; rank < refs.size(); ++rank) {
+    const SlotRef ref = refs[rank];
+    Account(ref.worker, -1);
+    workers_[ref.worker].owner[ref.slot] = SlotOwner{job, static_cast<int>(rank)};
+    --workers_[ref.worker].free;
+    Account(ref.worker, +1);
+  }
+  return refs;
+}
+
 void WorkerPool::Free(SlotRef ref) {
   Account(ref.worker, -1);
   Worker& w = workers_[ref.worker];

@@ -50,6 +50,11 @@ class WorkerPool {
   // (consecutive stages together, largest-free worker first, best fit for the tail, fewest
   // leftover slots among equals), then the remaining ranks split across workers the same way.
   std::vector<SlotRef> Allocate(JobHandle job, int pipeline_stages, int data_parallel);
+  // Gives `job` exactly the listed slots ([global rank] -> worker id and slot), all or none: for a
+  // restarted coordinator re-adopting running ranks. INVALID_ARGUMENT naming the rank when a
+  // worker is unknown or lost, a slot is out of range, or a slot is held or listed twice.
+  [[nodiscard]] absl::StatusOr<std::vector<SlotRef>> AllocateExact(
+      JobHandle job, const std::vector<RankSlot>& ranks);
   // Returns a held slot to its worker.
   void Free(SlotRef slot);
 

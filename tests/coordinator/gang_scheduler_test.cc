@@ -377,6 +377,48 @@ TEST(GangSchedulerTest, CancelRemovesAQueuedJob) {
   ASSERT_TRUE(s->Enqueue(Gang("a", 1, 1, 0, 2)).ok());  // The id is free again.
 }
 
+Placement Manual(const std::string& id, int64_t stages, int64_t dp, std::vector<RankSlot> ranks) {
+  Placement p;
+  p.job_id = id;
+  p.pipeline_stages = stages;
+  p.data_parallel = dp;
+  p.ranks = std::move(ranks);
+  return p;
+}
+
+TEST(GangSchedulerTest, RestorePlacementReadoptsRunningRanks) {
+  auto s = MakeScheduler();
+  AddWorkers(*s, 2, 2);
+  ASSERT_TRUE(s->RestorePlacement(Manual("old", 2, 1, {{"w0", 1}, {"w1", 0}})).ok());
+  EXPECT_EQ(s->free_slots(), 2);
+  EXPECT_EQ(s->FindPlacement("old")->ranks[1].worker_id, "w1");
+
+  // Failures hold nothing.
+  const absl::Status held = s->RestorePlacement(Manual("x", 1, 2, {{"w0", 0}, {"w0", 1}}));
+  EXPECT_EQ(held.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(held.message()), HasSubstr("rank 1: slot 1 of worker w0 is held"));
+  EXPECT_THAT(std::string(s->RestorePlacement(Manual("x", 1, 2, {{"w0", 0}, {"w0", 0}})).message()),
+              HasSubstr("also given to rank 0"));
+  EXPECT_THAT(std::string(s->RestorePlacement(Manual("x", 1, 1, {{"w9", 0}})).message()),
+              HasSubstr("rank 0: unknown worker 'w9'"));
+  EXPECT_THAT(std::string(s->RestorePlacement(Manual("x", 1, 1, {{"w0", 2}})).message()),
+              HasSubstr("out of range"));
+  EXPECT_THAT(std::string(s->RestorePlacement(Manual("x", 2, 1, {{"w0", 0}})).message()),
+              HasSubstr("1 ranks placed, but 2 x 1 = 2 expected"));
+  EXPECT_EQ(s->RestorePlacement(Manual("old", 1, 1, {{"w0", 0}})).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(s->free_slots(), 2);
+
+  ASSERT_TRUE(s->Enqueue(Gang("new", 1, 2)).ok());
+  const std::vector<Placement> placed = s->Schedule();
+  ASSERT_EQ(placed.size(), 1u);
+  std::set<std::pair<std::string, int>> slots;
+  for (const RankSlot& r : placed[0].ranks) slots.insert({r.worker_id, r.slot});
+  EXPECT_EQ(slots, (std::set<std::pair<std::string, int>>{{"w0", 0}, {"w1", 1}}));
+  ASSERT_TRUE(s->Release("old").ok());
+  EXPECT_EQ(s->free_slots(), 2);
+}
+
 TEST(GangSchedulerTest, WorkerRegistrationErrors) {
   auto s = MakeScheduler();
   EXPECT_EQ(s->AddWorker("", 1).code(), absl::StatusCode::kInvalidArgument);
