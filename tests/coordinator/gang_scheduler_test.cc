@@ -57,13 +57,13 @@ std::set<std::string> StageWorkers(const Placement& p, int64_t stage) {
   return workers;
 }
 
-const PendingJob& PendingOf(const std::vector<PendingJob>& pending, const std::string& id) {
+// By value: callers pass the temporary that Pending() returns.
+PendingJob PendingOf(const std::vector<PendingJob>& pending, const std::string& id) {
   for (const PendingJob& p : pending) {
     if (p.job_id == id) return p;
   }
   ADD_FAILURE() << "job " << id << " is not pending";
-  static const PendingJob kNone;
-  return kNone;
+  return PendingJob{};
 }
 
 TEST(GangSchedulerTest, PlacesAllRanksOrNothing) {
@@ -191,7 +191,7 @@ TEST(GangSchedulerTest, BoundedOvertakingLetsLaterJobsPassAtMostTheLimit) {
   ASSERT_TRUE(s->Release("a").ok());
   ASSERT_TRUE(s->Enqueue(Gang("c", 1, 1, 0, 4)).ok());
   EXPECT_THAT(s->Schedule(), IsEmpty());  // A free slot, but the head may not be passed again.
-  const PendingJob& c = PendingOf(s->Pending(), "c");
+  const PendingJob c = PendingOf(s->Pending(), "c");
   EXPECT_EQ(c.code, PendingCode::kBehindJob);
   EXPECT_EQ(c.blocking_job_id, "head");
   EXPECT_THAT(c.reason, HasSubstr("overtaken 2 times, the limit"));
