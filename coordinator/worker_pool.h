@@ -1,0 +1,99 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "coordinator/gang_types.h"
+
+namespace deepnet::coordinator {
+
+// A slot inside WorkerPool: dense worker index and slot index on that worker.
+struct SlotRef {
+  int worker = -1;
+  int slot = -1;
+};
+
+// The workers, their slots and which job rank holds each slot. Ready workers with free slots are
+// kept in a set ordered by free slots, so a gang of n ranks is placed in O(k log W) for k workers
+// used out of W, plus O(slots) per worker used to pick slot indices; no scan over all workers.
+// Not thread-safe: owned by GangScheduler, and so by the coordinator's scheduler thread.
+class WorkerPool {
+ public:
+  // Names a placed job inside the pool; 0 never names a job.
+  using JobHandle = uint64_t;
+  struct SlotOwner {
+    JobHandle job = 0;
+    int rank = -1;
+  };
+
+  // Registers a ready worker with all slots free. ALREADY_EXISTS for a known id,
+  // INVALID_ARGUMENT for an empty id or slots outside [1, 65536].
+  [[nodiscard]] absl::Status Add(absl::string_view id, int slots);
+  // Changes a worker's state. On a change to lost, every slot is emptied and the ranks that held
+  // them are returned; a lost worker that becomes ready or draining again has all slots free.
+  [[nodiscard]] absl::StatusOr<std::vector<SlotOwner>> SetState(absl::string_view id,
+                                                                WorkerState state);
+  // Forgets a worker; returns the ranks that held its slots. NOT_FOUND for an unknown id.
+  [[nodiscard]] absl::StatusOr<std::vector<SlotOwner>> Remove(absl::string_view id);
+
+  // Places pipeline_stages x data_parallel ranks of `job`; returns [global rank] -> slot.
+  // Precondition: pipeline_stages * data_parallel <= free_slots() (placement then cannot fail).
+  // Packs ranks in rank order onto as few workers as it can: first whole data-parallel groups
+  // (consecutive stages together, largest-free worker first, best fit for the tail, fewest
+  // leftover slots among equals), then the remaining ranks split across workers the same way.
+  std::vector<SlotRef> Allocate(JobHandle job, int pipeline_stages, int data_parallel);
+  // Gives `job` exactly the listed slots ([global rank] -> worker id and slot), all or none: for a
+  // restarted coordinator re-adopting running ranks. INVALID_ARGUMENT naming the rank when a
+  // worker is unknown or lost, a slot is out of range, or a slot is held or listed twice.
+  [[nodiscard]] absl::StatusOr<std::vector<SlotRef>> AllocateExact(
+      JobHandle job, const std::vector<RankSlot>& ranks);
+  // Returns a held slot to its worker.
+  void Free(SlotRef slot);
+
+  // Free slots on ready workers.
+  int64_t free_slots() const { return free_ready_; }
+  // All slots on ready workers, free or not.
+  int64_t ready_slots() const { return ready_slots_; }
+  // All slots on ready or draining workers: what the cluster could hold once jobs finish.
+  int64_t live_slots() const { return live_slots_; }
+  // Most free slots on one ready worker; 0 when none has any.
+  int largest_free() const { return by_free_.empty() ? 0 : by_free_.rbegin()->first; }
+
+  const std::string& worker_id(int worker) const { return workers_[worker].id; }
+  std::optional<WorkerInfo> Find(absl::string_view id) const;
+  // Every registered worker, ordered by id.
+  std::vector<WorkerInfo> List() const;
+
+ private:
+  struct Worker {
+    std::string id;  // Empty for an unused entry (removed worker, index free for reuse).
+    WorkerState state = WorkerState::kReady;
+    int free = 0;                  // Free slots; all slots while lost.
+    std::vector<SlotOwner> owner;  // [slot]; job 0 means free.
+  };
+
+  WorkerInfo Info(const Worker& w) const;
+  // Adds (sign +1) or removes (sign -1) a worker's share of the counters and the free index.
+  void Account(int worker, int sign);
+  // Gives `count` free slots of `worker` to ranks first_rank.. of `job`, lowest slots first.
+  void Take(int worker, JobHandle job, int first_rank, int count, std::vector<SlotRef>& ranks);
+  std::vector<SlotOwner> EmptySlots(Worker& w);
+
+  std::vector<Worker> workers_;                  // [worker index]
+  std::vector<int> unused_;                      // Reusable worker indices.
+  absl::flat_hash_map<std::string, int> by_id_;  // Worker id -> worker index.
+  std::set<std::pair<int, int>> by_free_;        // (free slots, worker) of ready workers, free > 0.
+  int64_t free_ready_ = 0;
+  int64_t ready_slots_ = 0;
+  int64_t live_slots_ = 0;
+};
+
+}  // namespace deepnet::coordinator
