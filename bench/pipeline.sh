@@ -36,8 +36,12 @@ for p in 2 4; do
 done
 run "memory-gpipe-p2-m8" 2 --stages 2 --micro-batches 8 --schedule gpipe --encoder-layers 8 \
   --decoder-layers 8 --d-model 256 --ffn-dim 1024 --batch 8 --steps 3
-run "balance-24x24-p4" 4 --stages 4 --micro-batches 8 --encoder-layers 24 --decoder-layers 24 \
-  --d-model 128 --ffn-dim 512 --batch 8 --steps 3
+for partition in flops measured; do
+  flag=""
+  [ "$partition" = measured ] && flag=--measured-costs
+  run "balance-24x24-p4-$partition" 4 --stages 4 --micro-batches 8 --encoder-layers 24 \
+    --decoder-layers 24 --d-model 128 --ffn-dim 512 --batch 8 --steps 3 $flag
+done
 run "overlap-d2" 2 --stages 1 --replicas 2 --micro-batches 2 --encoder-layers 8 \
   --decoder-layers 8 --d-model 512 --ffn-dim 2048 --batch 8 --steps 3 --bucket-mb 4 \
   --compare-overlap
@@ -68,15 +72,21 @@ for name, sched in (("bubble-p2-m8", "1f1b"), ("bubble-p4-m8", "1f1b"), ("memory
     bound = [m if sched == "gpipe" else min(p - s, m) for s in range(p)]
     got = [med([r["overlap"]["stages"][s]["replicas"][0]["peak_live_micro_batches"] for r in runs]) for s in range(p)]
     print(f"| {name} ({sched}) | {bound} | {[int(x) for x in got]} |")
-print("\n### Stage balance (24L-24L d=128, P=4, 1F1B m=8)\n")
-runs = load("balance-24x24-p4")
-stages = runs[0]["overlap"]["stages"]
-print("| stage | slice | predicted share | measured share (compute CPU) |")
-print("|---|---|---:|---:|")
-cpu = [med([r["overlap"]["stages"][s]["replicas"][0]["compute_cpu_s"] for r in runs]) for s in range(4)]
-for s, st in enumerate(stages):
-    print(f"| {s} | {st['slice']} | {st['predicted_cost_share']:.3f} | {cpu[s]/sum(cpu):.3f} |")
-print(f"\nmeasured max/mean {max(cpu)/(sum(cpu)/4):.3f}; predicted max/mean {runs[0]['overlap']['predicted_max_over_mean']:.3f}")
+for partition in ("flops", "measured"):
+    print(f"\n### Stage balance (24L-24L d=128, P=4, 1F1B m=8, partition: {partition})\n")
+    runs = load(f"balance-24x24-p4-{partition}")
+    print("| run | slices | predicted shares | measured shares (compute CPU) | measured max/mean |")
+    print("|---|---|---|---|---:|")
+    ratios = []
+    for i, r in enumerate(runs):
+        st = r["overlap"]["stages"]
+        cpu = [s["replicas"][0]["compute_cpu_s"] for s in st]
+        ratios.append(max(cpu) / (sum(cpu) / len(cpu)))
+        slices = "; ".join(s["slice"] for s in st)
+        predicted = ", ".join("%.3f" % s["predicted_cost_share"] for s in st)
+        measured = ", ".join("%.3f" % (c / sum(cpu)) for c in cpu)
+        print(f"| {i+1} | {slices} | {predicted} | {measured} | {ratios[-1]:.3f} |")
+    print(f"\nmedian measured max/mean {med(ratios):.3f}")
 print("\n### Data-parallel overlap (P=1, D=2, 8L-8L d=512, 4 MiB buckets)\n")
 runs = load("overlap-d2")
 def exposed(r, key):

@@ -33,6 +33,7 @@ struct Options {
   std::string schedule = "1f1b", backend = "gloo", rendezvous;
   double bucket_mb = 4.0;
   bool compare_overlap = false;
+  bool measured = false;
 };
 
 std::vector<MicroBatch> RandomMicroBatches(const Options& o, int replica, int step) {
@@ -126,6 +127,8 @@ int Run(const Options& o) {
   e.bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1024 * 1024);
   e.source_length = o.source;
   e.target_length = o.target;
+  e.batch_sentences = o.batch;
+  e.measure_layer_costs = o.measured;
   nlohmann::json out;
   for (bool overlap : o.compare_overlap ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
     e.overlap_reduction = overlap;
@@ -170,6 +173,7 @@ int Run(const Options& o) {
                      {"d_model", o.d_model}, {"stages", o.stages}, {"replicas", o.replicas},
                      {"micro_batches", o.micro}, {"schedule", o.schedule},
                      {"backend", o.backend}, {"bucket_mb", o.bucket_mb},
+                     {"partition", o.measured ? "measured" : "flops"},
                      {"batch", o.batch}, {"source", o.source}, {"target", o.target}};
     out["predicted_bubble"] = deepnet::worker::PredictedBubbleFraction(o.stages, o.micro);
     out["rank0_max_rss_mb"] = usage.ru_maxrss / 1024.0;
@@ -204,6 +208,7 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mb", o.bucket_mb);
   app.add_flag("--compare-overlap", o.compare_overlap,
                "also run with reductions started after the schedule");
+  app.add_flag("--measured-costs", o.measured, "balance stages by timed layer costs");
   CLI11_PARSE(app, argc, argv);
   return Run(o);
 }

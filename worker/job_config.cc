@@ -123,6 +123,7 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   parallel.Double("timeout_s", &c->parallel.timeout_s);
   parallel.String("rendezvous", &c->parallel.rendezvous);
   parallel.Double("bucket_mb", &c->parallel.bucket_mb);
+  parallel.String("partition", &c->parallel.partition);
   parallel.Finish();
   top.Finish();
 }
@@ -293,6 +294,10 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   }
   if (!(par.bucket_mb > 0)) {
     problems->Add("parallel.bucket_mb", absl::StrCat("must be > 0 (got ", ShortestDouble(par.bucket_mb), ")"));
+  }
+  if (par.partition != "flops" && par.partition != "measured") {
+    problems->Add("parallel.partition",
+                  absl::StrCat("must be flops or measured (got '", par.partition, "')"));
   }
   if (!par.rendezvous.empty() && par.rendezvous.rfind("tcp://", 0) != 0 &&
       par.rendezvous.rfind("file://", 0) != 0) {
@@ -513,6 +518,7 @@ std::string DumpJobConfig(const JobConfig& c) {
   EmitDouble(out, "timeout_s", c.parallel.timeout_s);
   Emit(out, "rendezvous", c.parallel.rendezvous);
   EmitDouble(out, "bucket_mb", c.parallel.bucket_mb);
+  Emit(out, "partition", c.parallel.partition);
   out << YAML::EndMap;
 
   out << YAML::EndMap;

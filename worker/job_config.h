@@ -123,6 +123,9 @@ struct ParallelConfig {
   // Gradient all-reduce bucket size in MiB; buckets are reduced while the backward pass of the
   // last micro-batch continues with earlier layers. > 0.
   double bucket_mb = 25.0;
+  // How stages are balanced: "flops" (an analytic estimate; the same split on every run) or
+  // "measured" (layer costs timed on rank 0 at start; better balance, may differ by run).
+  std::string partition = "flops";
 
   int64_t world_size() const { return pipeline_stages * data_parallel; }
 };

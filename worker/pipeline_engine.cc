@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/initialization.h"
+#include "worker/layer_cost_probe.h"
 
 namespace deepnet::worker {
 namespace {
@@ -87,9 +88,25 @@ absl::Status PipelineEngine::Setup() {
   const auto& c = options_.model;
   stage_ = world_->rank() / static_cast<int>(options_.replicas);
   replica_ = world_->rank() % static_cast<int>(options_.replicas);
-  auto plan = PartitionStages(
-      c, static_cast<int>(options_.stages),
-      EstimateLayerCosts(c, options_.source_length, options_.target_length));
+  LayerCostModel costs = EstimateLayerCosts(c, options_.source_length, options_.target_length);
+  if (options_.measure_layer_costs && options_.stages > 1) {
+    // Rank 0 times the layers; everyone splits by its numbers, so the plan is the same.
+    torch::Tensor shared = torch::zeros({5}, torch::kDouble);
+    if (world_->rank() == 0) {
+      LayerCostProbeOptions probe;
+      probe.batch = options_.batch_sentences;
+      probe.source = options_.source_length;
+      probe.target = options_.target_length;
+      probe.device = options_.device;
+      const LayerCostModel m = MeasureLayerCosts(c, probe);
+      shared = torch::tensor({m.encoder_layer, m.decoder_layer, m.source_embedding,
+                              m.target_embedding, m.output_layer}, torch::kDouble);
+    }
+    if (auto s = HostBroadcast(shared, 0); !s.ok()) return s;
+    auto v = shared.accessor<double, 1>();
+    costs = {v[0], v[1], v[2], v[3], v[4]};
+  }
+  auto plan = PartitionStages(c, static_cast<int>(options_.stages), costs);
   if (!plan.ok()) return plan.status();
   plan_ = *std::move(plan);
   const model::ModelSlice& slice = plan_.slices[stage_];

@@ -43,9 +43,13 @@ struct EngineOptions {
   // Global gradient-norm clip; 0 disables.
   double clip_norm = 0.0;
   torch::Device device = torch::kCPU;
-  // Typical source/target lengths, for the stage cost model.
+  // Typical source/target lengths and sentences per micro-batch, for the stage cost model.
   int64_t source_length = 32;
   int64_t target_length = 32;
+  int64_t batch_sentences = 16;
+  // Balance stages by layer costs timed on rank 0 at start (MeasureLayerCosts) instead of the
+  // FLOP estimate; better balanced, but the split may differ between runs.
+  bool measure_layer_costs = false;
 };
 
 /// Where one rank's time went in a step.

@@ -138,6 +138,14 @@ absl::Status Trainer::Setup(Communicator* world) {
     engine.source_length = std::max<int64_t>(1, src_sum / count);
     engine.target_length = std::max<int64_t>(1, tgt_sum / count);
   }
+  // Sentences of a typical batch: the token bound over the padded length of a typical pair.
+  engine.batch_sentences = std::max<int64_t>(
+      1, config_.data.max_tokens / std::max<int64_t>(1, std::max(engine.source_length,
+                                                                 engine.target_length)));
+  if (config_.data.max_sentences > 0) {
+    engine.batch_sentences = std::min(engine.batch_sentences, config_.data.max_sentences);
+  }
+  engine.measure_layer_costs = par.partition == "measured";
   auto created = PipelineEngine::Create(engine, world_);
   if (!created.ok()) return created.status();
   engine_ = *std::move(created);

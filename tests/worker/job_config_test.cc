@@ -533,11 +533,13 @@ TEST(JobConfigTest, ParallelSectionIsParsedAndChecked) {
   auto ok = ParseJobConfig(
       "model: {encoder_layers: 4, decoder_layers: 4}\n"
       "parallel: {pipeline_stages: 4, data_parallel: 2, micro_batches: 8, schedule: gpipe,\n"
-      "           backend: mpi, timeout_s: 30, rendezvous: 'tcp://node0:29500', bucket_mb: 8}\n");
+      "           backend: mpi, timeout_s: 30, rendezvous: 'tcp://node0:29500', bucket_mb: 8,\n"
+      "           partition: measured}\n");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->parallel.world_size(), 8);
   EXPECT_EQ(ok->parallel.schedule, "gpipe");
   EXPECT_EQ(ok->parallel.rendezvous, "tcp://node0:29500");
+  EXPECT_EQ(ok->parallel.partition, "measured");
   auto again = ParseJobConfig(DumpJobConfig(*ok));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(DumpJobConfig(*again), DumpJobConfig(*ok));
@@ -545,7 +547,7 @@ TEST(JobConfigTest, ParallelSectionIsParsedAndChecked) {
   auto bad = ParseJobConfig(
       "model: {encoder_layers: 2, decoder_layers: 1}\n"
       "parallel: {pipeline_stages: 4, data_parallel: 0, schedule: zigzag, backend: nccl,\n"
-      "           timeout_s: 0, rendezvous: 'http://x', bucket_mb: -1}\n",
+      "           timeout_s: 0, rendezvous: 'http://x', bucket_mb: -1, partition: magic}\n",
       {}, "job.yaml");
   ASSERT_FALSE(bad.ok());
   const std::string message(bad.status().message());
@@ -556,7 +558,8 @@ TEST(JobConfigTest, ParallelSectionIsParsedAndChecked) {
         "job.yaml: parallel.backend: nccl moves CUDA tensors: set runtime.device to cuda",
         "job.yaml: parallel.timeout_s: must be > 0 (got 0)",
         "job.yaml: parallel.rendezvous: must start with tcp:// or file:// (got 'http://x')",
-        "job.yaml: parallel.bucket_mb: must be > 0 (got -1)"}) {
+        "job.yaml: parallel.bucket_mb: must be > 0 (got -1)",
+        "job.yaml: parallel.partition: must be flops or measured (got 'magic')"}) {
     EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
   }
 }
