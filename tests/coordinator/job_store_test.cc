@@ -97,14 +97,17 @@ class JobStoreTest : public ::testing::Test {
   std::vector<JobRecord> ListAll(const JobFilter& filter, int page_size) {
     std::vector<JobRecord> all;
     std::string token;
-    do {
+    // A token that does not advance would loop forever; no listing here needs 1,000 pages.
+    for (int pages = 0; pages < 1000; ++pages) {
       absl::StatusOr<JobPage> page = store_->List(filter, page_size, token);
       EXPECT_TRUE(page.ok()) << page.status();
       if (!page.ok()) break;
       EXPECT_LE(static_cast<int>(page->records.size()), page_size);
       all.insert(all.end(), page->records.begin(), page->records.end());
       token = page->next_page_token;
-    } while (!token.empty());
+      if (token.empty()) return all;
+    }
+    ADD_FAILURE() << "paging did not end after 1000 pages";
     return all;
   }
 
@@ -253,7 +256,8 @@ TYPED_TEST(JobStoreTest, PageTokenStaysValidWhileJobsAreAdded) {
   std::vector<std::string> ids;
   for (const JobRecord& job : first->records) ids.push_back(job.id);
   std::string token = first->next_page_token;
-  while (!token.empty()) {
+  for (int pages = 0; !token.empty(); ++pages) {
+    ASSERT_LT(pages, 100) << "paging does not advance";
     absl::StatusOr<JobPage> page = this->store_->List({}, 4, token);
     ASSERT_TRUE(page.ok()) << page.status();
     for (const JobRecord& job : page->records) ids.push_back(job.id);
