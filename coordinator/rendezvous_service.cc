@@ -19,8 +19,7 @@ namespace {
 // absl and gRPC share the canonical status codes.
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 RendezvousScope ToScope(const v1::RendezvousScope& scope) {
@@ -65,8 +64,7 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
              Clock::time_point deadline, OnValues on_values) {
     store_.WaitAsync(
         scope, std::move(keys), deadline,
-        [this, on_values = std::move(on_values)](
-            absl::StatusOr<std::vector<std::string>> values) {
+        [this, on_values = std::move(on_values)](absl::StatusOr<std::vector<std::string>> values) {
           if (values.ok()) on_values(*values);
           Finish(ToGrpcStatus(values.status()));
         },
@@ -98,17 +96,17 @@ grpc::ServerUnaryReactor* RendezvousService::Get(grpc::CallbackServerContext* co
                                                  v1::RendezvousGetResponse* response) {
   const RendezvousScope scope = ToScope(request->scope());
   if (request->key().empty()) {
-    return FinishNow(context, absl::InvalidArgumentError(
-                                  absl::StrCat("rendezvous get in ", ToString(scope), ": empty key")));
+    return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
+                                  "rendezvous get in ", ToString(scope), ": empty key")));
   }
   if (!request->has_timeout() ||
       (request->timeout().seconds() == 0 && request->timeout().nanos() == 0)) {
     // No wait: answer NOT_FOUND for a missing key rather than a deadline error.
     absl::StatusOr<bool> exists = store_.Check(scope, {request->key()});
     if (exists.ok() && !*exists) {
-      return FinishNow(context, absl::NotFoundError(absl::StrCat(
-                                    "rendezvous key '", request->key(), "' of ", ToString(scope),
-                                    " does not exist")));
+      return FinishNow(context,
+                       absl::NotFoundError(absl::StrCat("rendezvous key '", request->key(), "' of ",
+                                                        ToString(scope), " does not exist")));
     }
     if (!exists.ok()) return FinishNow(context, exists.status());
   }
@@ -123,8 +121,8 @@ grpc::ServerUnaryReactor* RendezvousService::Get(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* RendezvousService::Add(grpc::CallbackServerContext* context,
                                                  const v1::RendezvousAddRequest* request,
                                                  v1::RendezvousAddResponse* response) {
-  absl::StatusOr<int64_t> sum = store_.Add(ToScope(request->scope()), request->key(),
-                                           request->delta());
+  absl::StatusOr<int64_t> sum =
+      store_.Add(ToScope(request->scope()), request->key(), request->delta());
   if (sum.ok()) response->set_value(*sum);
   return FinishNow(context, sum.status());
 }
@@ -142,9 +140,9 @@ grpc::ServerUnaryReactor* RendezvousService::Wait(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* RendezvousService::Check(grpc::CallbackServerContext* context,
                                                    const v1::RendezvousCheckRequest* request,
                                                    v1::RendezvousCheckResponse* response) {
-  absl::StatusOr<bool> all = store_.Check(
-      ToScope(request->scope()),
-      std::vector<std::string>(request->keys().begin(), request->keys().end()));
+  absl::StatusOr<bool> all =
+      store_.Check(ToScope(request->scope()),
+                   std::vector<std::string>(request->keys().begin(), request->keys().end()));
   if (all.ok()) response->set_all_exist(*all);
   return FinishNow(context, all.status());
 }

@@ -34,9 +34,9 @@ class RendezvousService final : public deepnet::v1::Rendezvous::CallbackService 
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const deepnet::v1::RendezvousDeleteRequest* request,
                                    deepnet::v1::RendezvousDeleteResponse* response) override;
-  grpc::ServerUnaryReactor* CompareSet(grpc::CallbackServerContext* context,
-                                       const deepnet::v1::RendezvousCompareSetRequest* request,
-                                       deepnet::v1::RendezvousCompareSetResponse* response) override;
+  grpc::ServerUnaryReactor* CompareSet(
+      grpc::CallbackServerContext* context, const deepnet::v1::RendezvousCompareSetRequest* request,
+      deepnet::v1::RendezvousCompareSetResponse* response) override;
   grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context,
                                     const deepnet::v1::RendezvousNumKeysRequest* request,
                                     deepnet::v1::RendezvousNumKeysResponse* response) override;

@@ -19,9 +19,7 @@ std::string QuoteKeys(const std::vector<std::string>& keys) {
   return absl::StrCat("'", absl::StrJoin(keys, "', '"), "'");
 }
 
-absl::Status ShutDownError() {
-  return absl::UnavailableError("rendezvous store is shutting down");
-}
+absl::Status ShutDownError() { return absl::UnavailableError("rendezvous store is shutting down"); }
 
 }  // namespace
 
@@ -53,9 +51,9 @@ bool RendezvousStore::DropAttempt(const RendezvousScope& scope) {
     if (it == scopes_.end()) return false;
     const std::set<WaiterId> waiters = it->second.waiters;
     for (WaiterId id : waiters) {
-      completions.emplace_back(RemoveWaiter(id),
-                               absl::AbortedError(absl::StrCat("rendezvous of ", ToString(scope),
-                                                               " was dropped (the attempt ended)")));
+      completions.emplace_back(
+          RemoveWaiter(id), absl::AbortedError(absl::StrCat("rendezvous of ", ToString(scope),
+                                                            " was dropped (the attempt ended)")));
     }
     scopes_.erase(it);
   }
@@ -132,14 +130,15 @@ absl::StatusOr<std::string> RendezvousStore::Get(const RendezvousScope& scope,
   std::mutex done_mu;
   std::condition_variable done_cv;
   WaiterId id = 0;
-  WaitAsync(scope, {key}, deadline,
-            [&](absl::StatusOr<std::vector<std::string>> result) {
-              std::lock_guard<std::mutex> lock(done_mu);
-              values = std::move(result);
-              done = true;
-              done_cv.notify_all();
-            },
-            &id);
+  WaitAsync(
+      scope, {key}, deadline,
+      [&](absl::StatusOr<std::vector<std::string>> result) {
+        std::lock_guard<std::mutex> lock(done_mu);
+        values = std::move(result);
+        done = true;
+        done_cv.notify_all();
+      },
+      &id);
   std::unique_lock<std::mutex> lock(done_mu);
   // The store always completes the wait: at the deadline at the latest (its timer thread).
   done_cv.wait(lock, [&] { return done; });
@@ -155,14 +154,15 @@ absl::Status RendezvousStore::Wait(const RendezvousScope& scope,
   std::mutex done_mu;
   std::condition_variable done_cv;
   WaiterId id = 0;
-  WaitAsync(scope, keys, deadline,
-            [&](absl::StatusOr<std::vector<std::string>> result) {
-              std::lock_guard<std::mutex> lock(done_mu);
-              status = result.status();
-              done = true;
-              done_cv.notify_all();
-            },
-            &id);
+  WaitAsync(
+      scope, keys, deadline,
+      [&](absl::StatusOr<std::vector<std::string>> result) {
+        std::lock_guard<std::mutex> lock(done_mu);
+        status = result.status();
+        done = true;
+        done_cv.notify_all();
+      },
+      &id);
   std::unique_lock<std::mutex> lock(done_mu);
   done_cv.wait(lock, [&] { return done; });
   return status;
@@ -181,10 +181,9 @@ absl::StatusOr<int64_t> RendezvousStore::Add(const RendezvousScope& scope, const
     auto it = s.values.find(key);
     int64_t current = 0;
     if (it != s.values.end() && !absl::SimpleAtoi(it->second, &current)) {
-      return absl::InvalidArgumentError(absl::StrCat("rendezvous add on key '", key, "' of ",
-                                                     ToString(scope), ": its value (",
-                                                     it->second.size(),
-                                                     " bytes) is not a decimal integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rendezvous add on key '", key, "' of ", ToString(scope), ": its value (",
+                       it->second.size(), " bytes) is not a decimal integer"));
     }
     if ((delta > 0 && current > std::numeric_limits<int64_t>::max() - delta) ||
         (delta < 0 && current < std::numeric_limits<int64_t>::min() - delta)) {
@@ -217,8 +216,7 @@ absl::StatusOr<bool> RendezvousStore::Check(const RendezvousScope& scope,
   return true;
 }
 
-absl::StatusOr<bool> RendezvousStore::Delete(const RendezvousScope& scope,
-                                             const std::string& key) {
+absl::StatusOr<bool> RendezvousStore::Delete(const RendezvousScope& scope, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Scope*> found = FindScope(scope);
   if (!found.ok()) return found.status();
@@ -288,8 +286,9 @@ void RendezvousStore::WaitAsync(const RendezvousScope& scope, std::vector<std::s
       if (missing.empty()) {
         immediate = std::move(values);
       } else if (Clock::now() >= deadline) {
-        immediate = absl::DeadlineExceededError(absl::StrCat(
-            "rendezvous of ", ToString(scope), ": key(s) ", QuoteKeys(missing), " not set in time"));
+        immediate =
+            absl::DeadlineExceededError(absl::StrCat("rendezvous of ", ToString(scope), ": key(s) ",
+                                                     QuoteKeys(missing), " not set in time"));
       } else if (options_.max_waiters > 0 && waiters_.size() >= options_.max_waiters) {
         immediate = absl::ResourceExhaustedError(absl::StrCat(
             "rendezvous store: ", waiters_.size(), " calls are waiting already (the maximum)"));
@@ -297,8 +296,8 @@ void RendezvousStore::WaitAsync(const RendezvousScope& scope, std::vector<std::s
         const WaiterId new_id = next_waiter_id_++;
         const bool earliest = deadlines_.empty() || deadline < deadlines_.begin()->first;
         auto deadline_it = deadlines_.emplace(deadline, new_id);
-        waiters_.emplace(new_id, Waiter{scope, std::move(keys), deadline, std::move(done),
-                                        deadline_it});
+        waiters_.emplace(new_id,
+                         Waiter{scope, std::move(keys), deadline, std::move(done), deadline_it});
         s.waiters.insert(new_id);
         *id = new_id;
         if (earliest) timer_cv_.notify_all();

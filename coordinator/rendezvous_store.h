@@ -88,16 +88,14 @@ class RendezvousStore {
                                  std::string value);
   // Blocks until `key` exists (returns its value) or `deadline` passes (DeadlineExceeded).
   [[nodiscard]] absl::StatusOr<std::string> Get(const RendezvousScope& scope,
-                                                const std::string& key,
-                                                Clock::time_point deadline);
+                                                const std::string& key, Clock::time_point deadline);
   // Adds `delta` to the decimal integer at `key` (missing: 0) and returns the sum.
   // InvalidArgument when the value is not a decimal integer, OutOfRange on overflow.
   [[nodiscard]] absl::StatusOr<int64_t> Add(const RendezvousScope& scope, const std::string& key,
                                             int64_t delta);
   // Blocks until every key exists or `deadline` passes (DeadlineExceeded naming the missing).
   [[nodiscard]] absl::Status Wait(const RendezvousScope& scope,
-                                  const std::vector<std::string>& keys,
-                                  Clock::time_point deadline);
+                                  const std::vector<std::string>& keys, Clock::time_point deadline);
   // Whether every key exists now.
   [[nodiscard]] absl::StatusOr<bool> Check(const RendezvousScope& scope,
                                            const std::vector<std::string>& keys);

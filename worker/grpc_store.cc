@@ -57,14 +57,13 @@ struct GrpcStore::Impl {
   // Describes a failed call: "rendezvous get of key 'k' (job 'j' attempt 1) at host:port
   // failed: DEADLINE_EXCEEDED: ...".
   std::string Describe(const std::string& what, const grpc::Status& status) const {
-    std::string text = absl::StrCat("rendezvous ", what, " (", Scope(), ") at ", options.address,
-                                    " failed: ", CodeName(status.error_code()), ": ",
-                                    status.error_message());
+    std::string text =
+        absl::StrCat("rendezvous ", what, " (", Scope(), ") at ", options.address,
+                     " failed: ", CodeName(status.error_code()), ": ", status.error_message());
     if (channel->GetState(false) != GRPC_CHANNEL_READY &&
         (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
          status.error_code() == grpc::StatusCode::UNAVAILABLE)) {
-      absl::StrAppend(&text, " (no connection to the rendezvous service at ", options.address,
-                      ")");
+      absl::StrAppend(&text, " (no connection to the rendezvous service at ", options.address, ")");
     }
     return text;
   }
@@ -100,8 +99,7 @@ absl::StatusOr<c10::intrusive_ptr<GrpcStore>> GrpcStore::Create(const GrpcStoreO
   if (options.address.empty()) {
     return absl::InvalidArgumentError("rendezvous store: empty coordinator address");
   }
-  return Create(grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials()),
-                options);
+  return Create(grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials()), options);
 }
 
 absl::StatusOr<c10::intrusive_ptr<GrpcStore>> GrpcStore::Create(
@@ -109,18 +107,18 @@ absl::StatusOr<c10::intrusive_ptr<GrpcStore>> GrpcStore::Create(
   if (!channel) return absl::InvalidArgumentError("rendezvous store: null channel");
   if (options.job_id.empty()) return absl::InvalidArgumentError("rendezvous store: empty job id");
   if (options.rpc_timeout.count() <= 0 || options.timeout.count() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rendezvous store: rpc_timeout must be > 0 and timeout >= 0 (got ",
-        options.rpc_timeout.count(), " ms and ", options.timeout.count(), " ms)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous store: rpc_timeout must be > 0 and timeout >= 0 (got ",
+                     options.rpc_timeout.count(), " ms and ", options.timeout.count(), " ms)"));
   }
   auto impl = std::make_shared<Impl>();
   impl->channel = std::move(channel);
   impl->stub = v1::Rendezvous::NewStub(impl->channel);
   impl->options = options;
   if (!impl->channel->WaitForConnected(impl->RpcDeadline())) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot connect to the rendezvous service at ", options.address, " within ",
-        options.rpc_timeout.count(), " ms (", impl->Scope(), ")"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to the rendezvous service at ", options.address, " within ",
+                     options.rpc_timeout.count(), " ms (", impl->Scope(), ")"));
   }
   // An empty Check proves that the coordinator serves the scope.
   v1::RendezvousCheckRequest request;

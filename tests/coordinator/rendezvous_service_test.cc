@@ -1,7 +1,7 @@
 #include "coordinator/rendezvous_service.h"
 
-#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,8 +14,8 @@ namespace deepnet::coordinator {
 namespace {
 
 namespace v1 = deepnet::v1;
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 
 constexpr auto kLiveness = std::chrono::seconds(30);
 
@@ -35,8 +35,8 @@ class RendezvousServiceTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);
-    stub_ = v1::Rendezvous::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
+    stub_ = v1::Rendezvous::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                                        grpc::InsecureChannelCredentials()));
   }
   void TearDown() override { StopServer(); }
 

@@ -41,9 +41,8 @@ TEST_F(RendezvousStoreTest, SetThenGetReturnsTheValue) {
 }
 
 TEST_F(RendezvousStoreTest, BlockedGetIsReleasedByALaterSet) {
-  auto getter = std::async(std::launch::async, [&] {
-    return store_.Get(scope_, "late", In(std::chrono::seconds(60)));
-  });
+  auto getter = std::async(
+      std::launch::async, [&] { return store_.Get(scope_, "late", In(std::chrono::seconds(60))); });
   // Set only once the Get is really waiting, so the test covers the wake-up path.
   while (store_.num_waiters() == 0) std::this_thread::yield();
   ASSERT_TRUE(store_.Set(scope_, "late", "v").ok());
@@ -114,8 +113,7 @@ TEST_F(RendezvousStoreTest, AddIsAtomicUnderThreads) {
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(*store_.Get(scope_, "counter", In(milliseconds(0))),
-            std::to_string(kThreads * kAdds));
+  EXPECT_EQ(*store_.Get(scope_, "counter", In(milliseconds(0))), std::to_string(kThreads * kAdds));
   EXPECT_EQ(*store_.Add(scope_, "counter", -kThreads * kAdds), 0);
 }
 
@@ -195,12 +193,13 @@ TEST_F(RendezvousStoreTest, CancelWaitEndsTheWaitOnce) {
   std::atomic<int> calls{0};
   absl::Status seen;
   RendezvousStore::WaiterId id = 0;
-  store_.WaitAsync(scope_, {"k"}, In(std::chrono::seconds(3600)),
-                   [&](absl::StatusOr<std::vector<std::string>> values) {
-                     seen = values.status();
-                     ++calls;
-                   },
-                   &id);
+  store_.WaitAsync(
+      scope_, {"k"}, In(std::chrono::seconds(3600)),
+      [&](absl::StatusOr<std::vector<std::string>> values) {
+        seen = values.status();
+        ++calls;
+      },
+      &id);
   ASSERT_NE(id, 0u);
   EXPECT_TRUE(store_.CancelWait(id, "client went away"));
   EXPECT_FALSE(store_.CancelWait(id, "again"));
@@ -214,16 +213,16 @@ TEST_F(RendezvousStoreTest, WaitAsyncCompletesInlineWhenKeysExist) {
   ASSERT_TRUE(store_.Set(scope_, "b", "2").ok());
   std::vector<std::string> got;
   RendezvousStore::WaiterId id = 99;
-  store_.WaitAsync(scope_, {"b", "a"}, In(milliseconds(0)),
-                   [&](absl::StatusOr<std::vector<std::string>> values) { got = *values; }, &id);
+  store_.WaitAsync(
+      scope_, {"b", "a"}, In(milliseconds(0)),
+      [&](absl::StatusOr<std::vector<std::string>> values) { got = *values; }, &id);
   EXPECT_EQ(id, 0u);
   EXPECT_EQ(got, (std::vector<std::string>{"2", "1"}));
 }
 
 TEST_F(RendezvousStoreTest, ShutdownReleasesWaitersAndRefusesRequests) {
-  auto getter = std::async(std::launch::async, [&] {
-    return store_.Get(scope_, "k", In(std::chrono::seconds(3600)));
-  });
+  auto getter = std::async(std::launch::async,
+                           [&] { return store_.Get(scope_, "k", In(std::chrono::seconds(3600))); });
   while (store_.num_waiters() == 0) std::this_thread::yield();
   store_.Shutdown();
   ASSERT_EQ(getter.wait_for(kLiveness), std::future_status::ready);

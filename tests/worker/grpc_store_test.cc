@@ -1,8 +1,8 @@
 #include "worker/grpc_store.h"
 
 #include <arpa/inet.h>
-#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -30,8 +30,8 @@
 namespace deepnet::worker {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 
 constexpr auto kLiveness = std::chrono::seconds(60);
 
@@ -157,8 +157,9 @@ TEST_F(GrpcStoreTest, GetAndWaitTimeOutNamingKeyScopeAndAddress) {
   EXPECT_THAT(get_error, HasSubstr("job 'job-g' attempt 1"));
   EXPECT_THAT(get_error, HasSubstr(address_));
   EXPECT_THAT(get_error, HasSubstr("DEADLINE_EXCEEDED"));
-  const std::string wait_error =
-      ErrorText([&] { store->wait({"never", "either"}, milliseconds(50)); });
+  const std::string wait_error = ErrorText([&] {
+    store->wait({"never", "either"}, milliseconds(50));
+  });
   EXPECT_THAT(wait_error, HasSubstr("'either'"));
   EXPECT_EQ(rendezvous_.num_waiters(), 0u);
 }
@@ -276,8 +277,8 @@ TEST_F(GrpcStoreTest, ThreeGlooRanksAllReduceThroughTheRendezvous) {
     ranks.push_back(std::async(std::launch::async, [this, rank]() -> std::string {
       absl::StatusOr<c10::intrusive_ptr<GrpcStore>> store = GrpcStore::Create(Options());
       if (!store.ok()) return std::string(store.status().message());
-      absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(
-          *store, rank, kRanks, milliseconds(30000), "127.0.0.1");
+      absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
+          GlooCommunicator::Create(*store, rank, kRanks, milliseconds(30000), "127.0.0.1");
       if (!comm.ok()) return std::string(comm.status().message());
       torch::Tensor tensor = torch::full({4}, static_cast<float>(rank + 1));
       if (absl::Status status = (*comm)->AllReduceSum(tensor); !status.ok()) {
