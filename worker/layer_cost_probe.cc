@@ -72,14 +72,21 @@ LayerCostModel MeasureLayerCosts(const model::DeepNetConfig& config,
                                                  0.1, config.pad_id());
     loss.loss.backward();
   });
+  // Embeddings: the lookup is cheap, but its backward fills a dense [vocab, d] gradient.
+  double source_s = 0.0, target_s = 0.0;
+  if (has_encoder) {
+    source_s = MedianSeconds(o.repeats, [&] { probe->embed_source(src).sum().backward(); });
+  }
+  if (has_decoder) {
+    target_s = MedianSeconds(o.repeats, [&] { probe->embed_target(tgt, 0).sum().backward(); });
+  }
   const double unit = has_encoder ? encoder_s : decoder_s;
   if (!(unit > 0.0)) return costs;  // A clock that did not move: keep the FLOP model.
-  // Embeddings stay in FLOP-model units, rescaled to the measured unit's FLOP share.
   const double flop_unit = has_encoder ? costs.encoder_layer : costs.decoder_layer;
-  costs.source_embedding /= flop_unit;
-  costs.target_embedding /= flop_unit;
   costs.encoder_layer = has_encoder ? 1.0 : costs.encoder_layer / flop_unit;
   costs.decoder_layer = has_decoder ? decoder_s / unit : costs.decoder_layer / flop_unit;
+  costs.source_embedding = has_encoder ? source_s / unit : 0.0;
+  costs.target_embedding = has_decoder ? target_s / unit : 0.0;
   costs.output_layer = output_s / unit;
   return costs;
 }

@@ -19,9 +19,9 @@ struct LayerCostProbeOptions {
 };
 
 /// Measures the relative training cost (forward + backward wall time) of one encoder layer,
-/// one decoder layer and the output layer (logits and label-smoothed loss) of `config`'s
-/// shape on this machine, in units of one encoder layer (or one decoder layer for a
-/// decoder-only model); embeddings keep their FLOP estimate. FLOP counts miss what dominates
+/// one decoder layer, the output layer (logits and label-smoothed loss) and the embeddings
+/// (whose backward fills a dense [vocab, d] gradient) of `config`'s shape on this machine, in
+/// units of one encoder layer (or one decoder layer for a decoder-only model). FLOP counts miss what dominates
 /// small layers on CPUs (per-op overhead, softmax and masks over L^2 scores), so a measured
 /// model balances pipeline stages better. Allocates a one-layer model; takes well under a
 /// second at d = 512 on a CPU core. Not deterministic: timings vary between runs.
