@@ -18,7 +18,6 @@
 
 #include "worker/communicator_factory.h"
 #include "worker/launch_env.h"
-#include "worker/mpi_session.h"
 #include "worker/pipeline_engine.h"
 #include "worker/runtime_threads.h"
 
@@ -94,19 +93,10 @@ int Run(const Options& o) {
     std::cerr << backend.status().message() << "\n";
     return 2;
   }
-  std::unique_ptr<deepnet::worker::MpiSession> mpi;
-  if (*backend == deepnet::worker::CommBackendKind::kMpi) {
-    auto session = deepnet::worker::MpiSession::Create();
-    if (!session.ok()) {
-      std::cerr << session.status().message() << "\n";
-      return 1;
-    }
-    mpi = *std::move(session);
-  }
   deepnet::worker::CommOptions comm;
   comm.backend = *backend;
   comm.rendezvous = o.rendezvous;
-  auto world = deepnet::worker::CreateWorldCommunicator(comm, *env, mpi.get());
+  auto world = deepnet::worker::OpenWorld(comm, *env);
   if (!world.ok()) {
     std::cerr << world.status().message() << "\n";
     return 1;
@@ -132,12 +122,12 @@ int Run(const Options& o) {
   nlohmann::json out;
   for (bool overlap : o.compare_overlap ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
     e.overlap_reduction = overlap;
-    auto engine = deepnet::worker::PipelineEngine::Create(e, world->get());
+    auto engine = deepnet::worker::PipelineEngine::Create(e, world->comm.get());
     if (!engine.ok()) {
       std::cerr << engine.status().message() << "\n";
       return 1;
     }
-    auto timing = Measure(**engine, o, (*world)->size());
+    auto timing = Measure(**engine, o, world->comm->size());
     if (!timing.ok()) {
       std::cerr << timing.status().message() << "\n";
       return 1;
@@ -168,7 +158,7 @@ int Run(const Options& o) {
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  if ((*world)->rank() == 0) {
+  if (world->comm->rank() == 0) {
     out["config"] = {{"encoder_layers", o.encoder_layers}, {"decoder_layers", o.decoder_layers},
                      {"d_model", o.d_model}, {"stages", o.stages}, {"replicas", o.replicas},
                      {"micro_batches", o.micro}, {"schedule", o.schedule},

@@ -12,7 +12,6 @@
 #include "worker/communicator_factory.h"
 #include "worker/inspect.h"
 #include "worker/launch_env.h"
-#include "worker/mpi_session.h"
 #include "worker/job_config.h"
 #include "worker/runtime_threads.h"
 #include "worker/trainer.h"
@@ -57,33 +56,24 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     blas_threads = std::max<int64_t>(1, cores / launch->local_size);
   }
   const ThreadSettings threads = ConfigureThreads(blas_threads, config->runtime.intra_op_threads);
-  std::unique_ptr<MpiSession> mpi;
-  std::unique_ptr<Communicator> world;
+  World world;  // Outlives the trainer.
   if (world_size > 1) {
     auto backend = ParseCommBackend(config->parallel.backend);
     if (!backend.ok()) {
       err << who << "parallel.backend: " << backend.status().message() << "\n";
       return kExitBadInput;
     }
-    if (*backend == CommBackendKind::kMpi) {
-      auto session = MpiSession::Create();
-      if (!session.ok()) {
-        err << who << session.status().message() << "\n";
-        return kExitFailure;
-      }
-      mpi = *std::move(session);
-    }
     CommOptions options;
     options.backend = *backend;
     options.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(config->parallel.timeout_s * 1000.0));
     options.rendezvous = config->parallel.rendezvous;
-    auto created = CreateWorldCommunicator(options, *launch, mpi.get());
-    if (!created.ok()) {
-      err << who << created.status().message() << "\n";
-      return absl::IsInvalidArgument(created.status()) ? kExitBadInput : kExitFailure;
+    auto opened = OpenWorld(options, *launch);
+    if (!opened.ok()) {
+      err << who << opened.status().message() << "\n";
+      return absl::IsInvalidArgument(opened.status()) ? kExitBadInput : kExitFailure;
     }
-    world = *std::move(created);
+    world = *std::move(opened);
   }
   TrainerIo io;
   io.out = &out;
@@ -97,11 +87,11 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
         << " threads " << threads.blas_threads
         << ", LibTorch intra-op threads " << threads.intra_op_threads << "\n";
   }
-  auto trainer = Trainer::Create(*config, io, world.get());
+  auto trainer = Trainer::Create(*config, io, world.comm.get());
   if (!trainer.ok()) {
     err << who << trainer.status().message() << "\n";
     // Peers blocked on this rank fail now rather than at their timeout.
-    if (world) world->Abort(std::string(trainer.status().message()));
+    if (world.comm) world.comm->Abort(std::string(trainer.status().message()));
     return absl::IsInvalidArgument(trainer.status()) || absl::IsFailedPrecondition(trainer.status())
                ? kExitBadInput
                : kExitFailure;
@@ -109,7 +99,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   auto summary = (*trainer)->Run();
   if (!summary.ok()) {
     err << who << summary.status().message() << "\n";
-    if (world) world->Abort(std::string(summary.status().message()));
+    if (world.comm) world.comm->Abort(std::string(summary.status().message()));
     return kExitFailure;
   }
   return summary->stop_reason == "signal" ? kExitTerminated : kExitOk;

@@ -24,6 +24,12 @@ absl::StatusOr<CommBackendKind> ParseCommBackend(const std::string& name) {
                                                  "\"; expected one of: mpi, gloo, nccl"));
 }
 
+absl::Status Communicator::AllReduceSum(torch::Tensor& tensor) {
+  absl::StatusOr<std::unique_ptr<CommWork>> work = AllReduceSumAsync(tensor);
+  if (!work.ok()) return work.status();
+  return (*work)->Wait();
+}
+
 absl::Status Communicator::Send(const torch::Tensor& tensor, int dst, int tag) {
   absl::StatusOr<std::unique_ptr<CommWork>> work = SendAsync(tensor, dst, tag);
   if (!work.ok()) return work.status();

@@ -47,8 +47,8 @@ class Communicator {
   // "mpi", "gloo", "nccl" or "loopback".
   virtual std::string backend() const = 0;
 
-  // Sums `tensor` element-wise over all ranks, in place.
-  [[nodiscard]] virtual absl::Status AllReduceSum(torch::Tensor& tensor) = 0;
+  // Sums `tensor` element-wise over all ranks, in place. By default AllReduceSumAsync + Wait.
+  [[nodiscard]] virtual absl::Status AllReduceSum(torch::Tensor& tensor);
   // Starts the same sum; the result is in `tensor` once the work's Wait() succeeds.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
       torch::Tensor tensor) = 0;

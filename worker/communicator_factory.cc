@@ -183,4 +183,18 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
 #endif
 }
 
+absl::StatusOr<World> OpenWorld(const CommOptions& options, const LaunchEnv& env) {
+  World world;
+  if (options.backend == CommBackendKind::kMpi) {
+    absl::StatusOr<std::unique_ptr<MpiSession>> session = MpiSession::Create();
+    if (!session.ok()) return session.status();
+    world.mpi = *std::move(session);
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      CreateWorldCommunicator(options, env, world.mpi.get());
+  if (!comm.ok()) return comm.status();
+  world.comm = *std::move(comm);
+  return world;
+}
+
 }  // namespace deepnet::worker

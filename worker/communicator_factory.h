@@ -46,4 +46,14 @@ struct CommOptions {
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(
     const CommOptions& options, const LaunchEnv& env, MpiSession* mpi);
 
+/// The communication of one process: the MPI session (only for the mpi backend; declared first
+/// so that it is finalised after the communicator) and the world communicator.
+struct World {
+  std::unique_ptr<MpiSession> mpi;
+  std::unique_ptr<Communicator> comm;
+};
+
+/// Starts MPI when options.backend is kMpi, then CreateWorldCommunicator. The errors of both.
+[[nodiscard]] absl::StatusOr<World> OpenWorld(const CommOptions& options, const LaunchEnv& env);
+
 }  // namespace deepnet::worker

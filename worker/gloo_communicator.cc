@@ -182,12 +182,6 @@ GlooCommunicator::~GlooCommunicator() = default;
 int GlooCommunicator::rank() const { return state_->rank; }
 int GlooCommunicator::size() const { return state_->size; }
 
-absl::Status GlooCommunicator::AllReduceSum(torch::Tensor& tensor) {
-  absl::StatusOr<std::unique_ptr<CommWork>> work = AllReduceSumAsync(tensor);
-  if (!work.ok()) return work.status();
-  return (*work)->Wait();
-}
-
 absl::StatusOr<std::unique_ptr<CommWork>> GlooCommunicator::AllReduceSumAsync(
     torch::Tensor tensor) {
   if (absl::Status s = state_->CheckUsable("all_reduce"); !s.ok()) return s;

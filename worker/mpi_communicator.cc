@@ -206,12 +206,6 @@ MpiCommunicator::~MpiCommunicator() {
 int MpiCommunicator::rank() const { return state_->rank; }
 int MpiCommunicator::size() const { return state_->size; }
 
-absl::Status MpiCommunicator::AllReduceSum(torch::Tensor& tensor) {
-  absl::StatusOr<std::unique_ptr<CommWork>> work = AllReduceSumAsync(tensor);
-  if (!work.ok()) return work.status();
-  return (*work)->Wait();
-}
-
 absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::AllReduceSumAsync(torch::Tensor tensor) {
   if (absl::Status s = state_->CheckUsable("all_reduce"); !s.ok()) return s;
   const std::string what =
@@ -255,32 +249,22 @@ absl::Status MpiCommunicator::Broadcast(torch::Tensor& tensor, int root) {
 
 absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::SendAsync(torch::Tensor tensor, int dst,
                                                                      int tag) {
-  if (absl::Status s = state_->CheckUsable("send"); !s.ok()) return s;
-  const std::string what = absl::StrCat(state_->Label(), ": send of ", DescribeTensor(tensor),
-                                        " to rank ", dst, " tag ", tag);
-  if (absl::Status s = CheckPeer(dst, tag, state_->size, what); !s.ok()) return s;
-  if (tag > state_->tag_ub) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": tag exceeds MPI_TAG_UB ", state_->tag_ub));
-  }
-  if (absl::Status s = CheckTensor(tensor, /*require_cpu=*/true, what); !s.ok()) return s;
-  absl::StatusOr<int> bytes = ByteCount(tensor, what);
-  if (!bytes.ok()) return bytes.status();
-  MPI_Request request;
-  if (int rc = MPI_Isend(tensor.data_ptr(), *bytes, MPI_BYTE, dst, tag, state_->comm, &request);
-      rc != MPI_SUCCESS) {
-    return state_->Fail(MpiError(what, "MPI_Isend", rc));
-  }
-  return std::unique_ptr<CommWork>(
-      std::make_unique<MpiWork>(state_, request, std::move(tensor), what, -1));
+  return PointToPoint(/*send=*/true, std::move(tensor), dst, tag);
 }
 
 absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::RecvAsync(torch::Tensor tensor, int src,
                                                                      int tag) {
-  if (absl::Status s = state_->CheckUsable("recv"); !s.ok()) return s;
-  const std::string what = absl::StrCat(state_->Label(), ": recv of ", DescribeTensor(tensor),
-                                        " from rank ", src, " tag ", tag);
-  if (absl::Status s = CheckPeer(src, tag, state_->size, what); !s.ok()) return s;
+  return PointToPoint(/*send=*/false, std::move(tensor), src, tag);
+}
+
+absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::PointToPoint(bool send,
+                                                                        torch::Tensor tensor,
+                                                                        int peer, int tag) {
+  const char* op = send ? "send" : "recv";
+  if (absl::Status s = state_->CheckUsable(op); !s.ok()) return s;
+  const std::string what = absl::StrCat(state_->Label(), ": ", op, " of ", DescribeTensor(tensor),
+                                        send ? " to rank " : " from rank ", peer, " tag ", tag);
+  if (absl::Status s = CheckPeer(peer, tag, state_->size, what); !s.ok()) return s;
   if (tag > state_->tag_ub) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": tag exceeds MPI_TAG_UB ", state_->tag_ub));
@@ -289,12 +273,13 @@ absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::RecvAsync(torch::Tens
   absl::StatusOr<int> bytes = ByteCount(tensor, what);
   if (!bytes.ok()) return bytes.status();
   MPI_Request request;
-  if (int rc = MPI_Irecv(tensor.data_ptr(), *bytes, MPI_BYTE, src, tag, state_->comm, &request);
-      rc != MPI_SUCCESS) {
-    return state_->Fail(MpiError(what, "MPI_Irecv", rc));
-  }
+  const int rc =
+      send ? MPI_Isend(tensor.data_ptr(), *bytes, MPI_BYTE, peer, tag, state_->comm, &request)
+           : MPI_Irecv(tensor.data_ptr(), *bytes, MPI_BYTE, peer, tag, state_->comm, &request);
+  if (rc != MPI_SUCCESS) return state_->Fail(MpiError(what, send ? "MPI_Isend" : "MPI_Irecv", rc));
+  // A receive checks the size that arrived; a send has nothing to check.
   return std::unique_ptr<CommWork>(
-      std::make_unique<MpiWork>(state_, request, std::move(tensor), what, *bytes));
+      std::make_unique<MpiWork>(state_, request, std::move(tensor), what, send ? -1 : *bytes));
 }
 
 absl::Status MpiCommunicator::Barrier() {

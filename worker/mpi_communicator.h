@@ -30,7 +30,6 @@ class MpiCommunicator final : public Communicator {
   int rank() const override;
   int size() const override;
   std::string backend() const override { return "mpi"; }
-  [[nodiscard]] absl::Status AllReduceSum(torch::Tensor& tensor) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;
@@ -48,6 +47,9 @@ class MpiCommunicator final : public Communicator {
   struct State;
 
  private:
+  // SendAsync and RecvAsync: checks, then MPI_Isend / MPI_Irecv of the tensor's bytes.
+  absl::StatusOr<std::unique_ptr<CommWork>> PointToPoint(bool send, torch::Tensor tensor,
+                                                         int peer, int tag);
   explicit MpiCommunicator(std::shared_ptr<State> state);
 
   std::shared_ptr<State> state_;

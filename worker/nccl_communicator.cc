@@ -269,12 +269,6 @@ NcclCommunicator::~NcclCommunicator() {
 int NcclCommunicator::rank() const { return state_->rank; }
 int NcclCommunicator::size() const { return state_->size; }
 
-absl::Status NcclCommunicator::AllReduceSum(torch::Tensor& tensor) {
-  absl::StatusOr<std::unique_ptr<CommWork>> work = AllReduceSumAsync(tensor);
-  if (!work.ok()) return work.status();
-  return (*work)->Wait();
-}
-
 absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::AllReduceSumAsync(
     torch::Tensor tensor) {
   if (absl::Status s = state_->CheckUsable("all_reduce"); !s.ok()) return s;

@@ -35,7 +35,6 @@ class NcclCommunicator final : public Communicator {
   int rank() const override;
   int size() const override;
   std::string backend() const override { return "nccl"; }
-  [[nodiscard]] absl::Status AllReduceSum(torch::Tensor& tensor) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;

@@ -24,7 +24,6 @@
 #include "worker/communicator.h"
 #include "worker/communicator_factory.h"
 #include "worker/launch_env.h"
-#include "worker/mpi_session.h"
 
 namespace deepnet::worker {
 namespace {
@@ -240,30 +239,19 @@ int Run(const Flags& flags) {
   options.timeout = std::chrono::milliseconds(flags.timeout_ms);
   options.rendezvous = flags.rendezvous;
   options.rendezvous_dir = flags.rendezvous_dir;
-  // Declared before the communicator so that it is destroyed after it.
-  std::unique_ptr<MpiSession> mpi;
-  if (options.backend == CommBackendKind::kMpi) {
-    absl::StatusOr<std::unique_ptr<MpiSession>> session = MpiSession::Create();
-    if (!session.ok()) {
-      Log(session.status().ToString());
-      return 2;
-    }
-    mpi = *std::move(session);
-  }
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::unique_ptr<Communicator>> comm =
-      CreateWorldCommunicator(options, *env, mpi.get());
+  absl::StatusOr<World> comm = OpenWorld(options, *env);
   if (!comm.ok()) {
     Log("creating the communicator failed: " + comm.status().ToString());
     return 2;
   }
-  Log(absl::StrCat("connected (", (*comm)->backend(), ") in ",
+  Log(absl::StrCat("connected (", comm->comm->backend(), ") in ",
                    std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - start)
                        .count(),
                    " ms"));
-  if (flags.fail_mode == "none") return RunChecks(**comm);
-  return RunFailureLoop(**comm, flags);
+  if (flags.fail_mode == "none") return RunChecks(*comm->comm);
+  return RunFailureLoop(*comm->comm, flags);
 }
 
 }  // namespace
