@@ -72,6 +72,7 @@ absl::string_view ToString(RecoveryCause cause) {
     case RecoveryCause::kWorkerExit: return "WORKER_EXIT";
     case RecoveryCause::kWorkerLost: return "WORKER_LOST";
     case RecoveryCause::kHang: return "HANG";
+    case RecoveryCause::kStartTimeout: return "START_TIMEOUT";
   }
   return "UNKNOWN_CAUSE";
 }
@@ -85,7 +86,8 @@ absl::StatusOr<JobState> ParseJobState(absl::string_view text) {
 
 absl::StatusOr<RecoveryCause> ParseRecoveryCause(absl::string_view text) {
   for (RecoveryCause cause :
-       {RecoveryCause::kWorkerExit, RecoveryCause::kWorkerLost, RecoveryCause::kHang}) {
+       {RecoveryCause::kWorkerExit, RecoveryCause::kWorkerLost, RecoveryCause::kHang,
+        RecoveryCause::kStartTimeout}) {
     if (ToString(cause) == text) return cause;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown recovery cause '", text, "'"));

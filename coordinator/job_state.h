@@ -27,6 +27,7 @@ enum class RecoveryCause {
   kWorkerExit,  // A trainer process exited non-zero or was killed.
   kWorkerLost,  // A worker daemon missed its heartbeats.
   kHang,        // No training progress for the configured time.
+  kStartTimeout,  // The ranks did not all start and meet at the rendezvous in time.
 };
 
 // Every state, in declaration order.
@@ -43,7 +44,7 @@ bool IsTerminal(JobState state);
 
 // "QUEUED", "PLACING", ... (the names used in the API, the store and the logs).
 absl::string_view ToString(JobState state);
-// "WORKER_EXIT", "WORKER_LOST", "HANG".
+// "WORKER_EXIT", "WORKER_LOST", "HANG", "START_TIMEOUT".
 absl::string_view ToString(RecoveryCause cause);
 
 // Inverse of ToString; exact, upper-case names. INVALID_ARGUMENT naming the text otherwise.

@@ -35,7 +35,8 @@ TEST(JobStateTest, NamesRoundTripThroughParse) {
     EXPECT_EQ(*parsed, state);
   }
   for (RecoveryCause cause :
-       {RecoveryCause::kWorkerExit, RecoveryCause::kWorkerLost, RecoveryCause::kHang}) {
+       {RecoveryCause::kWorkerExit, RecoveryCause::kWorkerLost, RecoveryCause::kHang,
+        RecoveryCause::kStartTimeout}) {
     absl::StatusOr<RecoveryCause> parsed = ParseRecoveryCause(ToString(cause));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, cause);
