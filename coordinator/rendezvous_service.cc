@@ -84,9 +84,19 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
+absl::Status RendezvousService::Authorize(const grpc::CallbackServerContext& context) const {
+  if (auth_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<Principal> principal = auth_->Authenticate(context);
+  if (!principal.ok()) return principal.status();
+  return CheckWorkerAccess(*principal);
+}
+
 grpc::ServerUnaryReactor* RendezvousService::Set(grpc::CallbackServerContext* context,
                                                  const v1::RendezvousSetRequest* request,
                                                  v1::RendezvousSetResponse* /*response*/) {
+  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, store_.Set(ToScope(request->scope()), request->key(),
                                        std::string(request->value())));
 }
@@ -94,6 +104,9 @@ grpc::ServerUnaryReactor* RendezvousService::Set(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* RendezvousService::Get(grpc::CallbackServerContext* context,
                                                  const v1::RendezvousGetRequest* request,
                                                  v1::RendezvousGetResponse* response) {
+  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   const RendezvousScope scope = ToScope(request->scope());
   if (request->key().empty()) {
     return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
@@ -121,6 +134,9 @@ grpc::ServerUnaryReactor* RendezvousService::Get(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* RendezvousService::Add(grpc::CallbackServerContext* context,
                                                  const v1::RendezvousAddRequest* request,
                                                  v1::RendezvousAddResponse* response) {
+  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   absl::StatusOr<int64_t> sum =
       store_.Add(ToScope(request->scope()), request->key(), request->delta());
   if (sum.ok()) response->set_value(*sum);
@@ -130,6 +146,9 @@ grpc::ServerUnaryReactor* RendezvousService::Add(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* RendezvousService::Wait(grpc::CallbackServerContext* context,
                                                   const v1::RendezvousWaitRequest* request,
                                                   v1::RendezvousWaitResponse* /*response*/) {
+  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   auto* reactor = new WaitReactor(store_);
   reactor->Start(ToScope(request->scope()),
                  std::vector<std::string>(request->keys().begin(), request->keys().end()),
@@ -140,6 +159,9 @@ grpc::ServerUnaryReactor* RendezvousService::Wait(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* RendezvousService::Check(grpc::CallbackServerContext* context,
                                                    const v1::RendezvousCheckRequest* request,
                                                    v1::RendezvousCheckResponse* response) {
+  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   absl::StatusOr<bool> all =
       store_.Check(ToScope(request->scope()),
                    std::vector<std::string>(request->keys().begin(), request->keys().end()));
@@ -150,6 +172,9 @@ grpc::ServerUnaryReactor* RendezvousService::Check(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* RendezvousService::Delete(grpc::CallbackServerContext* context,
                                                     const v1::RendezvousDeleteRequest* request,
                                                     v1::RendezvousDeleteResponse* response) {
+  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   absl::StatusOr<bool> deleted = store_.Delete(ToScope(request->scope()), request->key());
   if (deleted.ok()) response->set_deleted(*deleted);
   return FinishNow(context, deleted.status());
@@ -158,6 +183,9 @@ grpc::ServerUnaryReactor* RendezvousService::Delete(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* RendezvousService::CompareSet(
     grpc::CallbackServerContext* context, const v1::RendezvousCompareSetRequest* request,
     v1::RendezvousCompareSetResponse* response) {
+  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   std::optional<std::string> expected;
   if (request->has_expected_value()) expected = request->expected_value();
   absl::StatusOr<CompareSetResult> result =
@@ -173,6 +201,9 @@ grpc::ServerUnaryReactor* RendezvousService::CompareSet(
 grpc::ServerUnaryReactor* RendezvousService::NumKeys(grpc::CallbackServerContext* context,
                                                      const v1::RendezvousNumKeysRequest* request,
                                                      v1::RendezvousNumKeysResponse* response) {
+  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   absl::StatusOr<int64_t> count = store_.NumKeys(ToScope(request->scope()));
   if (count.ok()) response->set_num_keys(*count);
   return FinishNow(context, count.status());

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "coordinator/auth.h"
 #include "coordinator/rendezvous_store.h"
 #include "deepnet/v1/rendezvous.grpc.pb.h"
 
@@ -10,10 +11,13 @@ namespace deepnet::coordinator {
 /// at min(now + request timeout, the client's deadline) at the latest, or when the client
 /// cancels. Shutting down: call store.Shutdown() before grpc::Server::Shutdown(), so that calls
 /// still waiting end Unavailable instead of holding the server's shutdown. The store must
-/// outlive the service. Safe for concurrent use.
+/// outlive the service. Every call needs a worker or admin token (trainers use their worker's
+/// token) when `auth` is set: UNAUTHENTICATED / PERMISSION_DENIED otherwise. `auth` null means
+/// no authentication; when set it must outlive the service. Safe for concurrent use.
 class RendezvousService final : public deepnet::v1::Rendezvous::CallbackService {
  public:
-  explicit RendezvousService(RendezvousStore& store) : store_(store) {}
+  explicit RendezvousService(RendezvousStore& store, const Authenticator* auth = nullptr)
+      : store_(store), auth_(auth) {}
 
   // Rendezvous::CallbackService:
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context,
@@ -42,7 +46,11 @@ class RendezvousService final : public deepnet::v1::Rendezvous::CallbackService 
                                     deepnet::v1::RendezvousNumKeysResponse* response) override;
 
  private:
+  // OK when the call may use the store (see the class comment).
+  absl::Status Authorize(const grpc::CallbackServerContext& context) const;
+
   RendezvousStore& store_;
+  const Authenticator* const auth_;
 };
 
 }  // namespace deepnet::coordinator

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
+
+#include "tests/coordinator/test_util.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -234,6 +237,74 @@ TEST_F(RendezvousServiceTest, UnopenedAttemptIsFailedPrecondition) {
   grpc::Status status = stub_->Set(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("job 'job' attempt 2"));
+}
+
+// With an Authenticator every call needs a worker (or admin) token; the store is untouched by
+// refused calls.
+TEST(RendezvousServiceAuthTest, EveryCallNeedsAWorkerOrAdminToken) {
+  testing::TempDir dir;
+  const std::string tokens = dir / "tokens";
+  {
+    std::ofstream out(tokens);
+    out << "user-token-0123456789 alice\n"
+        << "admin-token-0123456789 root admin\n"
+        << "worker-token-0123456789 node worker\n";
+  }
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = Authenticator::Load(tokens);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  RendezvousStore store;
+  ASSERT_TRUE(store.OpenAttempt({"job", 1}).ok());
+  RendezvousService service(store, auth->get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Rendezvous::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto call = [&](const std::string& token, const std::string& key) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    v1::RendezvousSetRequest set;
+    set.mutable_scope()->set_job_id("job");
+    set.mutable_scope()->set_attempt(1);
+    set.set_key(key);
+    set.set_value("v");
+    v1::RendezvousSetResponse response;
+    return stub->Set(&context, set, &response);
+  };
+  auto wait = [&](const std::string& token) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    v1::RendezvousWaitRequest request;
+    request.mutable_scope()->set_job_id("job");
+    request.mutable_scope()->set_attempt(1);
+    request.add_keys("w");
+    SetTimeout(milliseconds(10), request.mutable_timeout());
+    v1::RendezvousWaitResponse response;
+    return stub->Wait(&context, request, &response);
+  };
+
+  const grpc::Status anonymous = call("", "a");
+  EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(call("no-such-token-0123456789", "a").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status user = call("user-token-0123456789", "a");
+  EXPECT_EQ(user.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(user.error_message(), HasSubstr("'alice'"));
+  EXPECT_EQ(wait("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(store.NumKeys({"job", 1}).value_or(-1), 0);
+
+  EXPECT_TRUE(call("worker-token-0123456789", "a").ok());
+  EXPECT_TRUE(call("admin-token-0123456789", "b").ok());
+  // Authorised, the wait runs and times out on the missing key (not an auth error).
+  EXPECT_EQ(wait("worker-token-0123456789").error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(store.NumKeys({"job", 1}).value_or(-1), 2);
+
+  store.Shutdown();
+  server->Shutdown();
 }
 
 }  // namespace

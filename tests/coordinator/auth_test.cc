@@ -1,0 +1,254 @@
+#include "coordinator/auth.h"
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "coordinator/rendezvous_service.h"
+#include "proto/rpc/rpc_util.h"
+#include "tests/coordinator/test_util.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::TempDir;
+namespace v1 = deepnet::v1;
+
+constexpr char kAliceToken[] = "alice-0123456789abcdef";
+constexpr char kRootToken[] = "root-0123456789abcdef";
+constexpr char kWorkerToken[] = "worker-0123456789abcdef";
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+// The tokens file of the tests: alice (user), root (admin), node (worker).
+std::string TokensText() {
+  return std::string("# DeepNet tokens\n\n") + kAliceToken + " alice\n" + "  " + kRootToken +
+         "\troot admin   # operators\n" + kWorkerToken + " node worker\r\n";
+}
+
+absl::StatusOr<std::unique_ptr<Authenticator>> LoadText(const TempDir& dir,
+                                                        const std::string& text) {
+  const std::string path = dir / "tokens";
+  WriteFile(path, text);
+  return Authenticator::Load(path);
+}
+
+absl::StatusOr<Principal> WithAuthorization(const Authenticator& auth, const std::string& value) {
+  std::multimap<grpc::string_ref, grpc::string_ref> metadata;
+  metadata.emplace("authorization", value);
+  return auth.Authenticate(metadata);
+}
+
+TEST(AuthenticatorTest, LoadsUsersAndRoles) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = LoadText(dir, TokensText());
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_FALSE((*auth)->open());
+  EXPECT_EQ((*auth)->num_tokens(), 3u);
+
+  absl::StatusOr<Principal> alice = WithAuthorization(**auth, std::string("Bearer ") + kAliceToken);
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  EXPECT_EQ(alice->user, "alice");
+  EXPECT_EQ(alice->role, Role::kUser);
+
+  // The scheme is case-insensitive (RFC 6750), surrounding blanks are ignored.
+  absl::StatusOr<Principal> root = WithAuthorization(**auth, std::string("bearer ") + kRootToken);
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(root->user, "root");
+  EXPECT_EQ(root->role, Role::kAdmin);
+
+  absl::StatusOr<Principal> node = WithAuthorization(**auth, std::string("Bearer ") + kWorkerToken);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->user, "node");
+  EXPECT_EQ(node->role, Role::kWorker);
+}
+
+TEST(AuthenticatorTest, BadLinesNameFileAndLine) {
+  TempDir dir;
+  const std::string good = std::string(kAliceToken) + " alice\n";
+  const struct {
+    std::string text;
+    std::string expected;
+  } cases[] = {
+      {good + "tooshort alice\n", ":2: "},
+      {good + "lonely-token-0123456789\n", ":2: expected 'TOKEN USER [ROLE]'"},
+      {good + "another-token-0123456789 bob admin extra\n", ":2: expected 'TOKEN USER [ROLE]'"},
+      {good + "another-token-0123456789 bob root\n", ":2: unknown role 'root'"},
+      {"# header\n" + good + kAliceToken + " mallory\n", ":3: duplicate token (already on line 2)"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<std::unique_ptr<Authenticator>> auth = LoadText(dir, c.text);
+    ASSERT_FALSE(auth.ok()) << c.text;
+    EXPECT_EQ(auth.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(auth.status().message(), HasSubstr(dir / "tokens")) << c.text;
+    EXPECT_THAT(auth.status().message(), HasSubstr(c.expected)) << c.text;
+    // Tokens never appear in messages.
+    EXPECT_THAT(auth.status().message(), Not(HasSubstr(kAliceToken))) << c.text;
+    EXPECT_THAT(auth.status().message(), Not(HasSubstr("tooshort"))) << c.text;
+  }
+}
+
+TEST(AuthenticatorTest, MissingEmptyAndUnreadableFiles) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<Authenticator>> missing = Authenticator::Load(dir / "absent");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr(dir / "absent"));
+
+  absl::StatusOr<std::unique_ptr<Authenticator>> empty = LoadText(dir, "# nobody\n\n");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(empty.status().message(), HasSubstr("holds no token"));
+
+  absl::StatusOr<std::unique_ptr<Authenticator>> folder = Authenticator::Load(dir.path());
+  ASSERT_FALSE(folder.ok());
+  EXPECT_THAT(folder.status().message(), HasSubstr(dir.path()));
+}
+
+TEST(AuthenticatorTest, MissingMalformedAndUnknownTokensAreUnauthenticated) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = LoadText(dir, TokensText());
+  ASSERT_TRUE(auth.ok()) << auth.status();
+
+  std::multimap<grpc::string_ref, grpc::string_ref> none;
+  absl::StatusOr<Principal> missing = (*auth)->Authenticate(none);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(missing.status().message(), HasSubstr("missing credentials"));
+
+  for (const std::string& value : {std::string("Basic ") + kAliceToken, std::string(kAliceToken),
+                                   std::string("Bearer "), std::string("Bearer    ")}) {
+    absl::StatusOr<Principal> malformed = WithAuthorization(**auth, value);
+    ASSERT_FALSE(malformed.ok()) << value;
+    EXPECT_EQ(malformed.status().code(), absl::StatusCode::kUnauthenticated) << value;
+    EXPECT_THAT(malformed.status().message(), HasSubstr("malformed")) << value;
+    EXPECT_THAT(malformed.status().message(), Not(HasSubstr(kAliceToken))) << value;
+  }
+
+  // A prefix, an extension and a one-character change of a real token are all unknown.
+  const std::string alice = kAliceToken;
+  std::string changed = alice;
+  changed.back() = 'x';
+  for (const std::string& token : {alice.substr(0, alice.size() - 1), alice + "0", changed}) {
+    absl::StatusOr<Principal> unknown = WithAuthorization(**auth, "Bearer " + token);
+    ASSERT_FALSE(unknown.ok()) << token;
+    EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_THAT(unknown.status().message(), HasSubstr("unknown bearer token"));
+    EXPECT_THAT(unknown.status().message(), Not(HasSubstr(token)));
+  }
+}
+
+TEST(AuthenticatorTest, OpenModeMakesEveryoneAnonymousAdmin) {
+  absl::StatusOr<std::unique_ptr<Authenticator>> loaded = Authenticator::Load("");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::unique_ptr<Authenticator> open = Authenticator::Open();
+  for (const Authenticator* auth : {open.get(), loaded->get()}) {
+    EXPECT_TRUE(auth->open());
+    std::multimap<grpc::string_ref, grpc::string_ref> none;
+    absl::StatusOr<Principal> principal = auth->Authenticate(none);
+    ASSERT_TRUE(principal.ok()) << principal.status();
+    EXPECT_EQ(principal->user, "anonymous");
+    EXPECT_EQ(principal->role, Role::kAdmin);
+  }
+}
+
+TEST(AuthTest, JobAccessIsForTheOwnerAndAdmins) {
+  const Principal alice{"alice", Role::kUser};
+  const Principal bob{"bob", Role::kUser};
+  const Principal root{"root", Role::kAdmin};
+  const Principal node{"node", Role::kWorker};
+  EXPECT_TRUE(CheckJobAccess(alice, "alice", "j-000001").ok());
+  EXPECT_TRUE(CheckJobAccess(root, "alice", "j-000001").ok());
+  for (const Principal& other : {bob, node}) {
+    absl::Status denied = CheckJobAccess(other, "alice", "j-000001");
+    EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(denied.message(), HasSubstr("'" + other.user + "'"));
+    EXPECT_THAT(denied.message(), HasSubstr("j-000001"));
+  }
+}
+
+TEST(AuthTest, WorkerAccessIsForWorkersAndAdmins) {
+  EXPECT_TRUE(CheckWorkerAccess({"node", Role::kWorker}).ok());
+  EXPECT_TRUE(CheckWorkerAccess({"root", Role::kAdmin}).ok());
+  absl::Status denied = CheckWorkerAccess({"alice", Role::kUser});
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(denied.message(), HasSubstr("'alice'"));
+  EXPECT_EQ(RoleName(Role::kUser), "user");
+  EXPECT_EQ(RoleName(Role::kAdmin), "admin");
+  EXPECT_EQ(RoleName(Role::kWorker), "worker");
+}
+
+// A TLS server (self-signed certificate made with the openssl CLI at run time) serving the
+// Rendezvous service with authentication: an insecure client cannot talk to it, a TLS client
+// can, and then needs a worker token.
+TEST(AuthTlsTest, InsecureClientFailsTlsClientAuthenticates) {
+  TempDir dir;
+  const std::string cert = dir / "cert.pem";
+  const std::string key = dir / "key.pem";
+  const std::string command =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+      "-subj /CN=deepnet-test -addext subjectAltName=DNS:deepnet-test -keyout '" +
+      key + "' -out '" + cert + "' > '" + (dir / "openssl.log") + "' 2>&1";
+  if (std::system("openssl version > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "the openssl command-line tool is not installed (Debian: openssl)";
+  }
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      rpc::MakeServerCredentials(cert, key);
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
+  TempDir tokens_dir;
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = LoadText(tokens_dir, TokensText());
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  RendezvousStore store;
+  ASSERT_TRUE(store.OpenAttempt({"job", 1}).ok());
+  RendezvousService service(store, auth->get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", *credentials, &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+
+  auto num_keys = [](const std::shared_ptr<grpc::Channel>& channel, const std::string& token) {
+    v1::RendezvousNumKeysRequest request;
+    request.mutable_scope()->set_job_id("job");
+    request.mutable_scope()->set_attempt(1);
+    v1::RendezvousNumKeysResponse response;
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, token, std::chrono::seconds(10));
+    return v1::Rendezvous::NewStub(channel)->NumKeys(&context, request, &response);
+  };
+
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> insecure = rpc::MakeChannel({address, "", ""});
+  ASSERT_TRUE(insecure.ok()) << insecure.status();
+  const grpc::Status plain = num_keys(*insecure, kWorkerToken);
+  EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE) << rpc::Describe(plain);
+
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> tls =
+      rpc::MakeChannel({address, cert, "deepnet-test"});
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  const grpc::Status worker = num_keys(*tls, kWorkerToken);
+  EXPECT_TRUE(worker.ok()) << rpc::Describe(worker);
+  EXPECT_EQ(num_keys(*tls, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(num_keys(*tls, kAliceToken).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  store.Shutdown();
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace deepnet::coordinator
