@@ -1,0 +1,25 @@
+// deepnetctl: the user CLI of the coordinator's JobService. Hands the process's environment
+// and terminal to the library (coordinator/ctl/ctl_app.h), which does everything else.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "coordinator/ctl/ctl_app.h"
+
+int main(int argc, char** argv) {
+  deepnet::ctl::CtlEnvironment env;
+  env.getenv = [](const std::string& name) {
+    const char* value = std::getenv(name.c_str());
+    return value != nullptr ? std::string(value) : std::string();
+  };
+  env.stdout_is_tty = isatty(STDOUT_FILENO) == 1;
+  struct winsize size {};
+  if (env.stdout_is_tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+    env.terminal_width = size.ws_col;
+  }
+  env.out = &std::cout;
+  env.err = &std::cerr;
+  return deepnet::ctl::RunDeepnetctl(argc, argv, env);
+}
