@@ -86,14 +86,26 @@ parse_json() {
 parse_yaml() {  # parse_yaml yaml|k8s FILE...
   local mode=$1; shift
   if [[ -n $LINT ]]; then "$LINT" "$mode" "$@"; return; fi
-  python3 - "$@" <<'PY'
+  python3 - "$mode" "$@" <<'PY'
 import sys, yaml
 bad = 0
-for path in sys.argv[1:]:
+for path in sys.argv[2:]:
     try:
-        list(yaml.safe_load_all(open(path)))
+        docs = list(yaml.safe_load_all(open(path)))
     except Exception as e:
-        print(f"{path}: {e}"); bad = 1
+        print(f"{path}: {e}"); bad = 1; continue
+    if sys.argv[1] != "k8s":
+        continue
+    for i, doc in enumerate(docs, 1):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            print(f"{path}: document {i}: not a map"); bad = 1; continue
+        for key in ("apiVersion", "kind"):
+            if not doc.get(key):
+                print(f"{path}: document {i}: missing {key}"); bad = 1
+        if doc.get("kind") != "Kustomization" and not (doc.get("metadata") or {}).get("name"):
+            print(f"{path}: document {i}: missing metadata.name"); bad = 1
 sys.exit(bad)
 PY
 }
