@@ -199,6 +199,12 @@ check_all() {
   fi
   check_metrics
   check_env_names
+  local name undocumented=0
+  for name in "${METRICS[@]}"; do
+    grep -qF "\`$name\`" "$ROOT/docs/OPERATIONS.md" || { echo "      $name is not in docs/OPERATIONS.md"; undocumented=1; }
+  done
+  ((undocumented)) && fail "docs/OPERATIONS.md lists every coordinator metric" ||
+    pass "docs/OPERATIONS.md lists every coordinator metric"
   local script
   for script in "$DEPLOY"/slurm/*; do
     run_check "bash -n $(basename "$script")" bash -n "$script"
