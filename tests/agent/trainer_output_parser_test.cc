@@ -6,10 +6,10 @@ namespace deepnet::agent {
 namespace {
 
 TEST(TrainerOutputParserTest, ParsesAStepLine) {
-  const TrainerLine line = ParseTrainerLine(
-      R"({"event":"step","step":120,"loss":3.5,"nll":3.25,"ppl":25.8,"lr":0.0005,)"
-      R"("grad_norm":1.75,"tokens_per_s":2048.5,"src_tokens":10,"tgt_tokens":12,)"
-      R"("elapsed_s":1.0,"eta_s":2.0,"data_wait_s":0.0,"update_norm":0.125})");
+  const TrainerLine line =
+      ParseTrainerLine(R"({"event":"step","step":120,"loss":3.5,"nll":3.25,"ppl":25.8,"lr":0.0005,)"
+                       R"("grad_norm":1.75,"tokens_per_s":2048.5,"src_tokens":10,"tgt_tokens":12,)"
+                       R"("elapsed_s":1.0,"eta_s":2.0,"data_wait_s":0.0,"update_norm":0.125})");
   ASSERT_TRUE(line.step.has_value());
   EXPECT_FALSE(line.checkpoint.has_value());
   EXPECT_EQ(line.step->step, 120);
@@ -23,9 +23,9 @@ TEST(TrainerOutputParserTest, ParsesAStepLine) {
 }
 
 TEST(TrainerOutputParserTest, NullUpdateNormMeansNotMeasured) {
-  const TrainerLine line = ParseTrainerLine(
-      R"({"event":"step","step":7,"loss":1.0,"nll":0.9,"lr":0.1,"grad_norm":2.0,)"
-      R"("tokens_per_s":5.0,"update_norm":null}  )");
+  const TrainerLine line =
+      ParseTrainerLine(R"({"event":"step","step":7,"loss":1.0,"nll":0.9,"lr":0.1,"grad_norm":2.0,)"
+                       R"("tokens_per_s":5.0,"update_norm":null}  )");
   ASSERT_TRUE(line.step.has_value());
   EXPECT_EQ(line.step->step, 7);
   EXPECT_FALSE(line.step->update_norm.has_value());

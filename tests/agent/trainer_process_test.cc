@@ -65,7 +65,8 @@ TEST_F(TrainerProcessTest, ReportsExitCodeOutputLinesAndStderrTail) {
   ASSERT_EQ(lines_.size(), 4u);  // Every line reached the callback before Poll() reported.
   EXPECT_THAT(lines_[3], HasSubstr("step_0000020"));
   EXPECT_THAT(testing::ReadFile(dir_.path() + "/out.log"), HasSubstr(R"("step":10)"));
-  EXPECT_EQ(testing::ReadFile(dir_.path() + "/args-0"), "train --config job.yaml --log-format json\n");
+  EXPECT_EQ(testing::ReadFile(dir_.path() + "/args-0"),
+            "train --config job.yaml --log-format json\n");
 }
 
 TEST_F(TrainerProcessTest, ReportsTheKillingSignal) {
@@ -80,8 +81,7 @@ TEST_F(TrainerProcessTest, ReportsTheKillingSignal) {
 TEST_F(TrainerProcessTest, StopTermsThenKillsTheWholeGroupAfterTheGrace) {
   auto process = MustStart(Launch("ignore-term", /*grandchild=*/true));
   ASSERT_NE(process, nullptr);
-  ASSERT_TRUE(WaitUntil([&] { return
-                                     !testing::ReadFile(dir_.path() + "/ready-0").empty(); }));
+  ASSERT_TRUE(WaitUntil([&] { return !testing::ReadFile(dir_.path() + "/ready-0").empty(); }));
   const pid_t grandchild = testing::PidIn(dir_.path() + "/grandchild-0");
   ASSERT_GT(grandchild, 0);
   ASSERT_TRUE(ProcessAlive(grandchild));

@@ -113,7 +113,8 @@ class WorkerAgentTest : public ::testing::Test {
     coordinator_->service().WaitFor([&](const Messages& messages) {
       for (const auto& m : messages) {
         const auto& e = m.trainer_exit();
-        if (m.has_trainer_exit() && e.job_id() == job && e.attempt() == attempt && e.rank() == rank) {
+        if (m.has_trainer_exit() && e.job_id() == job && e.attempt() == attempt &&
+            e.rank() == rank) {
           found = e;
           return true;
         }

@@ -102,8 +102,9 @@ absl::StatusOr<std::vector<SlotInfo>> PlanSlots(int requested, int gpu_count) {
     return absl::InvalidArgumentError(absl::StrCat("--slots: ", requested, " is negative"));
   }
   if (gpu_count > 0 && requested > gpu_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--slots: ", requested, " slots but this machine has ", gpu_count, " GPU(s), one per slot"));
+    return absl::InvalidArgumentError(absl::StrCat("--slots: ", requested,
+                                                   " slots but this machine has ", gpu_count,
+                                                   " GPU(s), one per slot"));
   }
   const int count = requested > 0 ? requested : std::max(gpu_count, 1);
   std::vector<SlotInfo> slots;

@@ -88,7 +88,8 @@ std::optional<int64_t> ParseResume(const Json& j) {
 TrainerLine ParseTrainerLine(std::string_view text) {
   TrainerLine out;
   // Debian's abseil has its own string_view type.
-  const absl::string_view line = absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+  const absl::string_view line =
+      absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
   if (line.empty() || line.front() != '{') return out;
   const Json j = Json::parse(line.begin(), line.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return out;  // Discarded (malformed) or not an object.

@@ -79,8 +79,8 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(const Trai
   FdCloser fds;
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("pipe for the stdout of ", launch.executable,
-                                                     ": ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pipe for the stdout of ", launch.executable, ": ", std::strerror(errno)));
   }
   fds.fds = {pipe_fds[0], pipe_fds[1], -1};
   const int log_fd =
@@ -91,7 +91,8 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(const Trai
   }
   fds.fds[2] = log_fd;
   // Checked here so that the error names the file (the child would only fail to start).
-  const int err_fd = open(launch.stderr_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int err_fd =
+      open(launch.stderr_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (err_fd < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("trainer stderr log ", launch.stderr_log, ": ", std::strerror(errno)));
@@ -132,21 +133,21 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(const Trai
   std::vector<char*> envp = CStrings(env_strings);
   pid_t pid = 0;
   const bool search_path = launch.executable.find('/') == std::string::npos;
-  const int rc = search_path ? posix_spawnp(&pid, launch.executable.c_str(), &actions, &attr,
-                                            argv.data(), envp.data())
-                             : posix_spawn(&pid, launch.executable.c_str(), &actions, &attr,
-                                           argv.data(), envp.data());
+  const int rc =
+      search_path
+          ? posix_spawnp(&pid, launch.executable.c_str(), &actions, &attr, argv.data(), envp.data())
+          : posix_spawn(&pid, launch.executable.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot start trainer ", launch.executable, " in ", launch.work_dir, ": ",
-                     std::strerror(rc)));
+    return absl::FailedPreconditionError(absl::StrCat("cannot start trainer ", launch.executable,
+                                                      " in ", launch.work_dir, ": ",
+                                                      std::strerror(rc)));
   }
   close(pipe_fds[1]);  // Only the child writes; EOF once it and its children are gone.
   fds.fds.clear();
-  return std::unique_ptr<TrainerProcess>(new TrainerProcess(
-      pid, pipe_fds[0], log_fd, launch.stderr_log, std::move(on_stdout_line)));
+  return std::unique_ptr<TrainerProcess>(
+      new TrainerProcess(pid, pipe_fds[0], log_fd, launch.stderr_log, std::move(on_stdout_line)));
 }
 
 TrainerProcess::TrainerProcess(pid_t pid, int stdout_fd, int stdout_log_fd, std::string stderr_log,
@@ -275,8 +276,8 @@ std::optional<TrainerExitStatus> TrainerProcess::Poll() {
   }
   result.stderr_tail = TailOfFile(stderr_log_, kStderrTailLines);
   if (lost) {
-    result.stderr_tail = absl::StrCat("trainer pid ", pid_, " could not be reaped\n",
-                                      result.stderr_tail);
+    result.stderr_tail =
+        absl::StrCat("trainer pid ", pid_, " could not be reaped\n", result.stderr_tail);
   }
   result.stop_requested = stop_requested_.load();
   exit_ = result;

@@ -105,7 +105,7 @@ class TrainerProcess {
   std::atomic<bool> stop_requested_{false};
 
   mutable std::mutex mu_;  // Orders signals against the reap (no kill after the pid is freed).
-  bool reaped_ = false;                                                // Guarded by mu_.
+  bool reaped_ = false;    // Guarded by mu_.
   std::optional<std::chrono::steady_clock::time_point> kill_deadline_;  // Guarded by mu_.
   std::optional<TrainerExitStatus> exit_;  // Set by Poll() (one thread).
 };

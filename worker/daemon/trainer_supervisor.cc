@@ -16,9 +16,9 @@ namespace deepnet::agent {
 // What the trainer's reader thread found; shared with it, hence its own lock.
 struct TaskOutput {
   std::mutex mu;
-  std::vector<ReportedStep> points;   // Guarded by mu.
-  std::vector<int64_t> checkpoints;   // Guarded by mu.
-  int64_t step = 0;                   // Guarded by mu.
+  std::vector<ReportedStep> points;  // Guarded by mu.
+  std::vector<int64_t> checkpoints;  // Guarded by mu.
+  int64_t step = 0;                  // Guarded by mu.
 
   void OnLine(const std::string& line) {
     TrainerLine parsed = ParseTrainerLine(line);
@@ -42,11 +42,19 @@ struct TrainerSupervisor::Task {
 namespace {
 
 // Variables the daemon sets for its trainers; never inherited from its own environment.
-constexpr const char* kOwnedVariables[] = {
-    "DEEPNET_RANK",      "DEEPNET_WORLD_SIZE", "DEEPNET_LOCAL_RANK",     "DEEPNET_LOCAL_SIZE",
-    "DEEPNET_JOB_ID",    "DEEPNET_ATTEMPT",    "DEEPNET_RENDEZVOUS",     "DEEPNET_TOKEN",
-    "DEEPNET_TOKEN_FILE", "DEEPNET_CA_CERT",   "DEEPNET_TLS_SERVER_NAME", "DEEPNET_CUDA_DEVICE",
-    "DEEPNET_ADVERTISE_ADDRESS"};
+constexpr const char* kOwnedVariables[] = {"DEEPNET_RANK",
+                                           "DEEPNET_WORLD_SIZE",
+                                           "DEEPNET_LOCAL_RANK",
+                                           "DEEPNET_LOCAL_SIZE",
+                                           "DEEPNET_JOB_ID",
+                                           "DEEPNET_ATTEMPT",
+                                           "DEEPNET_RENDEZVOUS",
+                                           "DEEPNET_TOKEN",
+                                           "DEEPNET_TOKEN_FILE",
+                                           "DEEPNET_CA_CERT",
+                                           "DEEPNET_TLS_SERVER_NAME",
+                                           "DEEPNET_CUDA_DEVICE",
+                                           "DEEPNET_ADVERTISE_ADDRESS"};
 
 std::string NameOf(const std::string& assignment) {
   return assignment.substr(0, assignment.find('='));
@@ -61,8 +69,8 @@ std::string Describe(const std::string& job_id, int attempt, int rank) {
 bool IsSafeJobId(const std::string& job_id) {
   if (job_id.empty() || job_id.size() > 128 || job_id == "." || job_id == "..") return false;
   return std::all_of(job_id.begin(), job_id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -115,7 +123,8 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
 absl::Status TrainerSupervisor::StartRank(const AssignmentSpec& spec, const RankLaunch& rank,
                                           int local_rank, int local_size,
                                           const std::string& attempt_dir) {
-  const std::string stem = (std::filesystem::path(attempt_dir) / ("rank-" + std::to_string(rank.rank))).string();
+  const std::string stem =
+      (std::filesystem::path(attempt_dir) / ("rank-" + std::to_string(rank.rank))).string();
   TrainerLaunch launch;
   launch.executable = options_.trainer;
   launch.args = {"train", "--config", attempt_dir + "/config.yaml", "--log-format", "json"};
@@ -127,8 +136,8 @@ absl::Status TrainerSupervisor::StartRank(const AssignmentSpec& spec, const Rank
   task->rank = rank;
   task->output = std::make_shared<TaskOutput>();
   std::shared_ptr<TaskOutput> output = task->output;
-  absl::StatusOr<std::unique_ptr<TrainerProcess>> process = TrainerProcess::Start(
-      launch, [output](const std::string& line) { output->OnLine(line); });
+  absl::StatusOr<std::unique_ptr<TrainerProcess>> process =
+      TrainerProcess::Start(launch, [output](const std::string& line) { output->OnLine(line); });
   if (!process.ok()) {
     return absl::Status(process.status().code(),
                         absl::StrCat(Describe(spec.job_id, spec.attempt, rank.rank), ": ",
@@ -143,10 +152,11 @@ absl::Status TrainerSupervisor::StartRank(const AssignmentSpec& spec, const Rank
 }
 
 absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
-  const std::string what = absl::StrCat("assignment of job ", spec.job_id, " attempt ", spec.attempt);
+  const std::string what =
+      absl::StrCat("assignment of job ", spec.job_id, " attempt ", spec.attempt);
   if (!IsSafeJobId(spec.job_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "assignment: job_id '", spec.job_id, "' is not 1-128 characters of [A-Za-z0-9._-]"));
+    return absl::InvalidArgumentError(absl::StrCat("assignment: job_id '", spec.job_id,
+                                                   "' is not 1-128 characters of [A-Za-z0-9._-]"));
   }
   if (spec.attempt < 1) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": attempt must be >= 1"));
@@ -159,8 +169,8 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankLaunch& r = ranks[i];
     if (r.rank < 0 || r.rank >= spec.world_size) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": rank ", r.rank,
-                                                     " is outside world_size ", spec.world_size));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": rank ", r.rank, " is outside world_size ", spec.world_size));
     }
     if (i > 0 && ranks[i - 1].rank == r.rank) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": rank ", r.rank, " listed twice"));
@@ -175,9 +185,9 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
           absl::StrCat(what, ": slot ", r.slot_index, " given to two ranks"));
     }
   }
-  const std::string attempt_dir =
-      (std::filesystem::path(options_.work_dir) / spec.job_id / ("attempt-" + std::to_string(spec.attempt)))
-          .string();
+  const std::string attempt_dir = (std::filesystem::path(options_.work_dir) / spec.job_id /
+                                   ("attempt-" + std::to_string(spec.attempt)))
+                                      .string();
 
   std::lock_guard<std::mutex> lock(mu_);
   // Busy slots: held by a task of another rank (a stopping one too, until it is reaped).
@@ -185,10 +195,10 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
     for (const auto& [key, task] : tasks_) {
       if (task->rank.slot_index != r.slot_index) continue;
       if (key == TaskKey{spec.job_id, spec.attempt, r.rank}) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": slot ", r.slot_index, " is busy with ",
-          Describe(std::get<0>(key), std::get<1>(key), std::get<2>(key)),
-          task->process->stop_requested() ? " (stopping)" : ""));
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": slot ", r.slot_index, " is busy with ",
+                       Describe(std::get<0>(key), std::get<1>(key), std::get<2>(key)),
+                       task->process->stop_requested() ? " (stopping)" : ""));
     }
   }
   std::error_code ec;
@@ -210,8 +220,8 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
   for (size_t i = 0; i < ranks.size(); ++i) {
     const TaskKey key{spec.job_id, spec.attempt, ranks[i].rank};
     if (tasks_.count(key) > 0) continue;  // Already running: a repeated assignment.
-    absl::Status status = StartRank(spec, ranks[i], static_cast<int>(i),
-                                    static_cast<int>(ranks.size()), attempt_dir);
+    absl::Status status =
+        StartRank(spec, ranks[i], static_cast<int>(i), static_cast<int>(ranks.size()), attempt_dir);
     if (!status.ok()) {
       for (const TaskKey& k : started) tasks_.erase(k);  // ~TrainerProcess kills and reaps.
       return status;
@@ -269,8 +279,9 @@ TrainerSupervisor::Events TrainerSupervisor::Poll() {
     out.message = exit->stderr_tail;
     out.requested = exit->stop_requested;
     out.time = std::chrono::system_clock::now();
-    spdlog::info("[agent] {}: trainer pid {} ended ({} {}{})", Describe(out.job_id, out.attempt, out.rank),
-                 task->process->pid(), out.signal != 0 ? "signal" : "exit code",
+    spdlog::info("[agent] {}: trainer pid {} ended ({} {}{})",
+                 Describe(out.job_id, out.attempt, out.rank), task->process->pid(),
+                 out.signal != 0 ? "signal" : "exit code",
                  out.signal != 0 ? out.signal : out.exit_code, out.requested ? ", requested" : "");
     events.exits.push_back(std::move(out));
     ended.push_back(key);

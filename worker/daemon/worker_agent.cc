@@ -121,7 +121,8 @@ absl::Status Validate(const WorkerAgentOptions& o) {
   if (o.coordinator.empty()) return absl::InvalidArgumentError("--coordinator: no address given");
   if (o.worker_name.empty()) return absl::InvalidArgumentError("--name: empty worker name");
   if (o.supervisor.trainer.empty()) return absl::InvalidArgumentError("--trainer: no path given");
-  if (o.supervisor.work_dir.empty()) return absl::InvalidArgumentError("--work-dir: no folder given");
+  if (o.supervisor.work_dir.empty())
+    return absl::InvalidArgumentError("--work-dir: no folder given");
   if (o.supervisor.slots.empty()) return absl::InvalidArgumentError("--slots: no slots");
   if (o.rpc_timeout.count() <= 0 || o.max_backoff.count() <= 0 || o.poll_interval.count() <= 0 ||
       o.default_heartbeat_interval.count() <= 0) {
@@ -243,10 +244,14 @@ bool WorkerAgent::RunSession() {
     rpc::PrepareContext(&context, options_.token, options_.rpc_timeout);
     const grpc::Status status = rpc_->stub->RegisterWorker(&context, request, &response);
     if (!status.ok()) {
-      spdlog::warn("[agent] RegisterWorker at {} failed: {}", options_.coordinator,
-                   rpc::Describe(status));
+      // The first failure of a streak, then about once a minute at the capped backoff.
+      if (register_failures_++ % 30 == 0) {
+        spdlog::warn("[agent] RegisterWorker at {} failed ({} time(s) in a row, retrying): {}",
+                     options_.coordinator, register_failures_, rpc::Describe(status));
+      }
       return false;
     }
+    register_failures_ = 0;
   }
   auto session = std::make_unique<Session>();
   session->context = std::make_unique<grpc::ClientContext>();
@@ -261,10 +266,10 @@ bool WorkerAgent::RunSession() {
   }
   {
     std::lock_guard<std::mutex> lock(timing_mu_);
-    heartbeat_interval_ = response.has_heartbeat_interval() &&
-                                  ToMillis(response.heartbeat_interval()).count() > 0
-                              ? ToMillis(response.heartbeat_interval())
-                              : options_.default_heartbeat_interval;
+    heartbeat_interval_ =
+        response.has_heartbeat_interval() && ToMillis(response.heartbeat_interval()).count() > 0
+            ? ToMillis(response.heartbeat_interval())
+            : options_.default_heartbeat_interval;
     lease_duration_ = ToMillis(response.lease_duration());
     next_heartbeat_ = SteadyClock::now();  // A heartbeat right after the start.
     last_heard_ = SteadyClock::now();
@@ -281,8 +286,8 @@ bool WorkerAgent::RunSession() {
     state_.connected = true;
     ++state_.registrations;
   }
-  spdlog::info("[agent] registered as {} (epoch {}) with {} running task(s)",
-               response.worker_id(), response.epoch(), request.running_tasks_size());
+  spdlog::info("[agent] registered as {} (epoch {}) with {} running task(s)", response.worker_id(),
+               response.epoch(), request.running_tasks_size());
   if (stopping_.load()) CancelSession("worker shutting down");
 
   v1::WorkerMessage start;
@@ -331,13 +336,13 @@ void WorkerAgent::HandleCommand(const v1::CoordinatorMessage& message) {
   if (message.body_case() == v1::CoordinatorMessage::kLease) return;  // last_heard_ is enough.
   const bool assignment = message.body_case() == v1::CoordinatorMessage::kAssignment;
   if (!assignment && message.body_case() != v1::CoordinatorMessage::kCancellation) {
-    spdlog::warn("[agent] ignoring coordinator message {} with no known body",
-                 message.sequence());
+    spdlog::warn("[agent] ignoring coordinator message {} with no known body", message.sequence());
     return;
   }
   const std::string& job_id =
       assignment ? message.assignment().job_id() : message.cancellation().job_id();
-  const int attempt = assignment ? message.assignment().attempt() : message.cancellation().attempt();
+  const int attempt =
+      assignment ? message.assignment().attempt() : message.cancellation().attempt();
   const std::string what = absl::StrCat(assignment ? "assignment" : "cancellation", " of job ",
                                         job_id, " attempt ", attempt);
   v1::WorkerMessage reply;

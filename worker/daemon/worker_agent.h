@@ -115,6 +115,7 @@ class WorkerAgent {
   std::unique_ptr<Rpc> rpc_;  // The WorkerService stub (safe for concurrent use).
   TrainerSupervisor supervisor_;
 
+  int register_failures_ = 0;  // In a row; used by the session thread only.
   std::atomic<bool> stopping_{false};
   std::mutex wait_mu_;
   std::condition_variable wake_;  // Ends backoff waits at shutdown.

@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("--trainer", trainer, "Path of the deepnet binary (default: next to this one)")
       ->envname("DEEPNET_TRAINER");
   app.add_option("--token", token, "Bearer token (else DEEPNET_TOKEN)");
-  app.add_option("--token-file", token_file, "File holding the bearer token (else DEEPNET_TOKEN_FILE)");
+  app.add_option("--token-file", token_file,
+                 "File holding the bearer token (else DEEPNET_TOKEN_FILE)");
   app.add_option("--ca-cert", ca_cert, "PEM CA certificate: use TLS to the coordinator")
       ->envname("DEEPNET_CA_CERT");
   app.add_option("--tls-server-name", tls_server_name, "Name the coordinator certificate carries");
@@ -126,21 +127,20 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(sup.work_dir, ec);
   if (ec) return Fail("--work-dir " + sup.work_dir + ": " + ec.message());
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  std::vector<std::string> gpus = agent::DetectGpus(
-      "/proc/driver/nvidia/gpus",
-      visible != nullptr ? std::optional<std::string>(visible) : std::nullopt);
+  std::vector<std::string> gpus =
+      agent::DetectGpus("/proc/driver/nvidia/gpus",
+                        visible != nullptr ? std::optional<std::string>(visible) : std::nullopt);
   absl::StatusOr<std::vector<agent::SlotInfo>> planned =
       agent::PlanSlots(slots, static_cast<int>(gpus.size()));
   if (!planned.ok()) return Fail(std::string(planned.status().message()));
   sup.slots = *planned;
   for (char** e = environ; *e != nullptr; ++e) sup.base_env.emplace_back(*e);
   sup.token = options.token;
-  sup.ca_cert_file =
-      ca_cert.empty() ? "" : std::filesystem::absolute(ca_cert, ec).string();
+  sup.ca_cert_file = ca_cert.empty() ? "" : std::filesystem::absolute(ca_cert, ec).string();
   sup.tls_server_name = tls_server_name;
   sup.advertise_address = advertise_address;
-  options.host = agent::DetectHostFacts(advertise_address, gpus, DEEPNET_VERSION,
-                                        DEEPNET_TORCH_VERSION);
+  options.host =
+      agent::DetectHostFacts(advertise_address, gpus, DEEPNET_VERSION, DEEPNET_TORCH_VERSION);
 
   int port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> health = agent::StartHealthServer(listen, &port);
