@@ -43,8 +43,10 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
         << world_size << "\n";
     return kExitBadInput;
   }
-  // One GPU per local rank: `cuda` means this rank's device.
-  if (config->runtime.device == "cuda" && launch->local_size > 1) {
+  // One GPU per local rank: `cuda` means this rank's device (deepnet-worker names its slot's).
+  if (config->runtime.device == "cuda" && launch->cuda_device >= 0) {
+    config->runtime.device = "cuda:" + std::to_string(launch->cuda_device);
+  } else if (config->runtime.device == "cuda" && launch->local_size > 1) {
     config->runtime.device = "cuda:" + std::to_string(launch->local_rank);
   }
   const std::string who = world_size > 1 ? "deepnet train: rank " + std::to_string(launch->rank) + ": "
@@ -67,7 +69,19 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     options.backend = *backend;
     options.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(config->parallel.timeout_s * 1000.0));
-    options.rendezvous = config->parallel.rendezvous;
+    // deepnet-worker's rendezvous (the coordinator's) wins over the job file's.
+    options.rendezvous =
+        launch->rendezvous.empty() ? config->parallel.rendezvous : launch->rendezvous;
+    options.grpc_job_id = launch->control_job_id;
+    options.grpc_attempt = launch->attempt;
+    options.grpc_token = launch->token;
+    options.grpc_ca_cert_file = launch->ca_cert_file;
+    options.grpc_tls_server_name = launch->tls_server_name;
+    options.cuda_device = launch->cuda_device;
+    // Ranks on several machines: Gloo binds to the address deepnet-worker advertises.
+    if (launch->local_size < launch->world_size) {
+      options.gloo_hostname = launch->advertise_address;
+    }
     auto opened = OpenWorld(options, *launch);
     if (!opened.ok()) {
       err << who << opened.status().message() << "\n";

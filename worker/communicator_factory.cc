@@ -9,7 +9,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "proto/rpc/rpc_util.h"
 #include "worker/comm_util.h"
+#include "worker/grpc_store.h"
 #include "worker/loopback_communicator.h"
 #include "worker/mpi_communicator.h"
 #ifdef DEEPNET_HAVE_GLOO
@@ -24,6 +26,7 @@ namespace {
 
 constexpr char kTcpScheme[] = "tcp://";
 constexpr char kFileScheme[] = "file://";
+constexpr char kGrpcScheme[] = "grpc://";
 
 std::string ExceptionText(const std::exception& e) {
   if (const auto* error = dynamic_cast<const c10::Error*>(&e))
@@ -82,6 +85,39 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenFileStore(const std::string&
   }
 }
 
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenGrpcStore(const std::string& address,
+                                                              const CommOptions& options,
+                                                              const LaunchEnv& env) {
+  const std::string label = comm_internal::RankLabel(env.rank, env.world_size);
+  if (options.grpc_job_id.empty() || options.grpc_attempt < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": rendezvous grpc://", address,
+        " needs the job attempt that scopes it (DEEPNET_JOB_ID and DEEPNET_ATTEMPT)"));
+  }
+  rpc::ChannelOptions channel_options;
+  channel_options.address = address;
+  channel_options.ca_cert_file = options.grpc_ca_cert_file;
+  channel_options.tls_server_name = options.grpc_tls_server_name;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = rpc::MakeChannel(channel_options);
+  if (!channel.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": rendezvous grpc://", address, ": ",
+                                                   channel.status().message()));
+  }
+  GrpcStoreOptions store_options;
+  store_options.address = address;
+  store_options.job_id = options.grpc_job_id;
+  store_options.attempt = options.grpc_attempt;
+  store_options.timeout = options.timeout;
+  store_options.bearer_token = options.grpc_token;
+  absl::StatusOr<c10::intrusive_ptr<GrpcStore>> store =
+      GrpcStore::Create(*std::move(channel), store_options);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(),
+                        absl::StrCat(label, ": ", store.status().message()));
+  }
+  return c10::intrusive_ptr<c10d::Store>(*std::move(store));
+}
+
 }  // namespace
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(const CommOptions& options,
@@ -114,9 +150,21 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(const Comm
     }
     return OpenFileStore(path, options, env);
   }
+  if (absl::StartsWith(spec, kGrpcScheme)) {
+    const std::string address = spec.substr(sizeof(kGrpcScheme) - 1);
+    const size_t colon = address.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rendezvous \"", spec, "\" is not grpc://HOST:PORT with 0 < PORT < 65536"));
+    }
+    return OpenGrpcStore(address, options, env);
+  }
   if (!spec.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rendezvous \"", spec, "\" is neither tcp://HOST:PORT nor file:///PATH (nor empty)"));
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous \"", spec,
+                                                   "\" is neither tcp://HOST:PORT, file:///PATH "
+                                                   "nor grpc://HOST:PORT (nor empty)"));
   }
   if (!env.master_addr.empty()) return OpenTcpStore(env.master_addr, env.master_port, options, env);
   if (!env.job_id.empty()) {
@@ -174,7 +222,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
   }
 #ifdef DEEPNET_HAVE_NCCL
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(
-      world_store, env.rank, env.world_size, env.local_rank, options.timeout);
+      world_store, env.rank, env.world_size,
+      options.cuda_device >= 0 ? options.cuda_device : env.local_rank, options.timeout);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(*std::move(comm));
 #else

@@ -18,7 +18,8 @@ struct CommOptions {
   std::chrono::milliseconds timeout{300000};
   // How gloo and nccl ranks find each other: "tcp://HOST:PORT" (rank 0 serves a TCPStore on
   // PORT, the others connect to HOST:PORT), "file:///PATH" (a FileStore on a file system every
-  // rank sees; the file must not be left over from another job), or "" for: MASTER_ADDR/
+  // rank sees; the file must not be left over from another job), "grpc://HOST:PORT" (the
+  // coordinator's Rendezvous service, scoped by grpc_job_id/grpc_attempt), or "" for: MASTER_ADDR/
   // MASTER_PORT when set, else a FileStore named after the launcher's job id in
   // `rendezvous_dir`, else an error. Not used by mpi.
   std::string rendezvous;
@@ -27,6 +28,15 @@ struct CommOptions {
   // Address Gloo's sockets bind to and peers connect to; "" = 127.0.0.1 when every rank runs on
   // this node (LaunchEnv::local_size == world_size), else this machine's resolved hostname.
   std::string gloo_hostname;
+  // grpc:// only: the job attempt that scopes the keys (set by deepnet-worker), the bearer
+  // token ("" sends none), the PEM CA file (non-empty: TLS) and the TLS name override.
+  std::string grpc_job_id;
+  int grpc_attempt = 0;
+  std::string grpc_token;
+  std::string grpc_ca_cert_file;
+  std::string grpc_tls_server_name;
+  // CUDA ordinal of the nccl communicator; -1 means the local rank.
+  int cuda_device = -1;
 };
 
 /// Opens the rendezvous store that `options.rendezvous` (or the environment, see CommOptions)

@@ -300,9 +300,10 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
                   absl::StrCat("must be flops or measured (got '", par.partition, "')"));
   }
   if (!par.rendezvous.empty() && par.rendezvous.rfind("tcp://", 0) != 0 &&
-      par.rendezvous.rfind("file://", 0) != 0) {
-    problems->Add("parallel.rendezvous", absl::StrCat("must start with tcp:// or file:// (got '",
-                                                      par.rendezvous, "')"));
+      par.rendezvous.rfind("file://", 0) != 0 && par.rendezvous.rfind("grpc://", 0) != 0) {
+    problems->Add("parallel.rendezvous",
+                  absl::StrCat("must start with tcp://, file:// or grpc:// (got '",
+                               par.rendezvous, "')"));
   }
 }
 

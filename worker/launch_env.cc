@@ -107,6 +107,28 @@ absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, Lau
   return absl::OkStatus();
 }
 
+// The variables deepnet-worker sets besides the ranks.
+absl::Status ReadControlPlane(const EnvReader& reader, LaunchEnv& env) {
+  env.rendezvous = reader.Get("DEEPNET_RENDEZVOUS").value_or("");
+  env.control_job_id = reader.Get("DEEPNET_JOB_ID").value_or("");
+  absl::StatusOr<std::optional<int>> attempt = reader.GetInt("DEEPNET_ATTEMPT", /*positive=*/true);
+  if (!attempt.ok()) return attempt.status();
+  env.attempt = attempt->value_or(0);
+  if (!env.rendezvous.empty() && (env.control_job_id.empty() || env.attempt == 0)) {
+    return absl::InvalidArgumentError(
+        "environment variable DEEPNET_RENDEZVOUS is set without DEEPNET_JOB_ID and "
+        "DEEPNET_ATTEMPT (its scope)");
+  }
+  env.token = reader.Get("DEEPNET_TOKEN").value_or("");
+  env.ca_cert_file = reader.Get("DEEPNET_CA_CERT").value_or("");
+  env.tls_server_name = reader.Get("DEEPNET_TLS_SERVER_NAME").value_or("");
+  env.advertise_address = reader.Get("DEEPNET_ADVERTISE_ADDRESS").value_or("");
+  absl::StatusOr<std::optional<int>> device = reader.GetInt("DEEPNET_CUDA_DEVICE", false);
+  if (!device.ok()) return device.status();
+  env.cuda_device = device->value_or(-1);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<LaunchEnv> DetectLaunchEnv(const std::function<const char*(const char*)>& getenv) {
@@ -134,7 +156,10 @@ absl::StatusOr<LaunchEnv> DetectLaunchEnv(const std::function<const char*(const 
     env.master_port = **port;
   }
 
-  if (std::optional<std::string> id = reader.Get("OMPI_MCA_ess_base_jobid")) {
+  if (absl::Status s = ReadControlPlane(reader, env); !s.ok()) return s;
+  if (!env.control_job_id.empty()) {
+    env.job_id = absl::StrCat("deepnet-", env.control_job_id, ".", env.attempt);
+  } else if (std::optional<std::string> id = reader.Get("OMPI_MCA_ess_base_jobid")) {
     env.job_id = "ompi-" + *id;
   } else if (std::optional<std::string> ns = reader.Get("PMIX_NAMESPACE")) {
     env.job_id = "pmix-" + *ns;

@@ -22,6 +22,21 @@ struct LaunchEnv {
   // The launcher's job id (Open MPI's OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE, Slurm's
   // "SLURM_JOB_ID.SLURM_STEP_ID"); "" when there is none. Names a FileStore rendezvous.
   std::string job_id;
+
+  // Set by deepnet-worker (the coordinator's gang), empty/-1 otherwise:
+  // DEEPNET_RENDEZVOUS ("grpc://HOST:PORT", the coordinator's Rendezvous service; it wins over
+  // parallel.rendezvous), scoped by DEEPNET_JOB_ID and DEEPNET_ATTEMPT.
+  std::string rendezvous;
+  std::string control_job_id;
+  int attempt = 0;
+  // DEEPNET_TOKEN (bearer token), DEEPNET_CA_CERT (PEM CA: TLS), DEEPNET_TLS_SERVER_NAME.
+  std::string token;
+  std::string ca_cert_file;
+  std::string tls_server_name;
+  // DEEPNET_CUDA_DEVICE: the CUDA ordinal of this rank's slot (`cuda` means cuda:N); -1: none.
+  int cuda_device = -1;
+  // DEEPNET_ADVERTISE_ADDRESS: this host's address for Gloo sockets; "" when unset.
+  std::string advertise_address;
 };
 
 /// Reads the launch environment, first match wins: DEEPNET_RANK/DEEPNET_WORLD_SIZE
@@ -29,7 +44,8 @@ struct LaunchEnv {
 /// LOCAL_RANK/LOCAL_SIZE (mpirun), PMIX_RANK with the size from OMPI_COMM_WORLD_SIZE or
 /// PMIX_SIZE, SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID[/SLURM_NTASKS_PER_NODE] (srun),
 /// RANK/WORLD_SIZE/LOCAL_RANK[/LOCAL_WORLD_SIZE] (torchrun). Without any: rank 0 of 1.
-/// InvalidArgument naming the variable for garbage, a missing size, or rank >= size.
+/// InvalidArgument naming the variable for garbage, a missing size, or rank >= size. Also reads
+/// the deepnet-worker variables (see LaunchEnv::rendezvous); DEEPNET_JOB_ID names the job.
 /// `getenv` is injectable for tests; it is called from this thread only.
 [[nodiscard]] absl::StatusOr<LaunchEnv> DetectLaunchEnv(
     const std::function<const char*(const char*)>& getenv = ::getenv);

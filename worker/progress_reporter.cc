@@ -103,6 +103,16 @@ void ProgressReporter::Valid(const ValidMetrics& m) {
         << std::flush;
 }
 
+void ProgressReporter::Checkpoint(int64_t step, const std::string& path) {
+  if (format_ != LogFormat::kJson) {
+    Event("checkpoint", "saved " + path);
+    return;
+  }
+  const nlohmann::json j = {
+      {"event", "checkpoint"}, {"message", "saved " + path}, {"step", step}, {"path", path}};
+  *out_ << j.dump() << "\n" << std::flush;
+}
+
 void ProgressReporter::Event(const std::string& kind, const std::string& message) {
   if (format_ == LogFormat::kJson) {
     *out_ << nlohmann::json({{"event", kind}, {"message", message}}).dump() << "\n" << std::flush;

@@ -50,6 +50,9 @@ class ProgressReporter {
   // Every log_every steps: a permanent line / JSON object.
   void Step(const StepMetrics& m);
   void Valid(const ValidMetrics& m);
+  // A completed checkpoint of `step` in folder `path`: the "checkpoint" event with message
+  // "saved PATH" and, in JSON, "step" and "path" fields too (for deepnet-worker).
+  void Checkpoint(int64_t step, const std::string& path);
   // Free-form event ("checkpoint", "resume", "start", "stop") with a message.
   void Event(const std::string& kind, const std::string& message);
 

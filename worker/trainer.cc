@@ -413,7 +413,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
         if (!saved.ok()) return saved.status();
         summary.last_checkpoint = *saved;
         last_saved = step_;
-        reporter_->Event("checkpoint", "saved " + *saved);
+        reporter_->Checkpoint(step_, *saved);
       }
     }
     if (summary.stop_reason.empty()) summary.stop_reason = "max_steps";
@@ -428,7 +428,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       auto saved = SaveCheckpoint();
       if (!saved.ok()) return saved.status();
       summary.last_checkpoint = *saved;
-      reporter_->Event("checkpoint", "saved " + *saved);
+      reporter_->Checkpoint(step_, *saved);
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("step ", step_ + 1, ": ", e.what_without_backtrace()));

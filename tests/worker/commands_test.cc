@@ -86,6 +86,56 @@ TEST(CommandsTest, TrainThenTranslate) {
   EXPECT_NE(err2.str().find("cp, rev"), std::string::npos) << err2.str();
 }
 
+// What deepnet-worker relies on: JSON progress whose checkpoint events carry step and path, a
+// fresh checkpoint.dir starting from step 0, and the same job file resuming from the latest
+// checkpoint when started again (a restarted attempt).
+TEST(CommandsTest, JsonTrainStartsFreshThenResumesFromTheLatestCheckpoint) {
+  TempDir dir;
+  std::ofstream(dir / "job.yaml") << "model: {encoder_layers: 1, decoder_layers: 1, d_model: 16, "
+                                     "heads: 2, ffn_dim: 32, dropout: 0.0, max_positions: 256}\n"
+                                     "data: {synthetic: {languages: [cp], pairs_per_language: 40}}\n"
+                                     "train: {max_steps: 4, log_every: 1}\n"
+                                  << "checkpoint: {dir: " << (dir / "ckpt") << ", every_steps: 1}\n";
+  auto events = [](const std::string& text, const std::string& kind) {
+    std::vector<nlohmann::json> found;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.value("event", "") == kind) found.push_back(j);
+    }
+    return found;
+  };
+  TrainCommand first;
+  first.config_path = dir / "job.yaml";
+  first.log_format = "json";
+  first.overrides = {"train.max_steps=2"};  // Stands in for a run killed after step 2.
+  std::ostringstream out1, err1;
+  ASSERT_EQ(RunTrain(first, nullptr, out1, err1), kExitOk) << err1.str();
+  EXPECT_TRUE(events(out1.str(), "resume").empty());
+  const auto steps1 = events(out1.str(), "step");
+  ASSERT_FALSE(steps1.empty());
+  EXPECT_EQ(steps1.front()["step"], 1);
+  const auto saved = events(out1.str(), "checkpoint");
+  ASSERT_FALSE(saved.empty());
+  EXPECT_EQ(saved.back()["step"], 2);
+  const std::string path = saved.back()["path"].get<std::string>();
+  EXPECT_EQ(saved.back()["message"], "saved " + path);
+  EXPECT_NE(path.find("step_"), std::string::npos) << path;
+
+  TrainCommand again;  // The same job file, as a restarted attempt gets it.
+  again.config_path = dir / "job.yaml";
+  again.log_format = "json";
+  std::ostringstream out2, err2;
+  ASSERT_EQ(RunTrain(again, nullptr, out2, err2), kExitOk) << err2.str();
+  const auto resumed = events(out2.str(), "resume");
+  ASSERT_EQ(resumed.size(), 1u) << out2.str();
+  EXPECT_NE(resumed[0]["message"].get<std::string>().find("resumed from step 2"),
+            std::string::npos);
+  const auto steps2 = events(out2.str(), "step");
+  ASSERT_FALSE(steps2.empty());
+  EXPECT_EQ(steps2.front()["step"], 3);
+}
+
 TEST(CommandsTest, TranslateNamesAMissingCheckpoint) {
   TranslateCommand cmd;
   cmd.checkpoint = "/nonexistent/ckpt";

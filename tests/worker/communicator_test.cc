@@ -263,6 +263,67 @@ TEST(LaunchEnvTest, RejectsInconsistentValuesNamingTheVariable) {
   }
 }
 
+TEST(LaunchEnvTest, ReadsTheWorkerDaemonVariables) {
+  absl::StatusOr<LaunchEnv> env = Detect({{"DEEPNET_RANK", "3"},
+                                          {"DEEPNET_WORLD_SIZE", "4"},
+                                          {"DEEPNET_LOCAL_RANK", "1"},
+                                          {"DEEPNET_LOCAL_SIZE", "2"},
+                                          {"DEEPNET_JOB_ID", "j-7"},
+                                          {"DEEPNET_ATTEMPT", "2"},
+                                          {"DEEPNET_RENDEZVOUS", "grpc://10.0.0.9:7070"},
+                                          {"DEEPNET_TOKEN", "secret"},
+                                          {"DEEPNET_CA_CERT", "/etc/ca.pem"},
+                                          {"DEEPNET_CUDA_DEVICE", "5"},
+                                          {"DEEPNET_ADVERTISE_ADDRESS", "10.0.0.2"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->launcher, "deepnet");
+  EXPECT_EQ(env->local_rank, 1);
+  EXPECT_EQ(env->local_size, 2);
+  EXPECT_EQ(env->rendezvous, "grpc://10.0.0.9:7070");
+  EXPECT_EQ(env->control_job_id, "j-7");
+  EXPECT_EQ(env->attempt, 2);
+  EXPECT_EQ(env->job_id, "deepnet-j-7.2");
+  EXPECT_EQ(env->token, "secret");
+  EXPECT_EQ(env->ca_cert_file, "/etc/ca.pem");
+  EXPECT_EQ(env->cuda_device, 5);
+  EXPECT_EQ(env->advertise_address, "10.0.0.2");
+  EXPECT_EQ(Detect({})->cuda_device, -1);
+
+  for (const auto& [vars, variable] :
+       std::vector<std::pair<std::map<std::string, std::string>, std::string>>{
+           {{{"DEEPNET_CUDA_DEVICE", "gpu0"}}, "DEEPNET_CUDA_DEVICE"},
+           {{{"DEEPNET_ATTEMPT", "0"}}, "DEEPNET_ATTEMPT"},
+           {{{"DEEPNET_RENDEZVOUS", "grpc://h:1"}}, "DEEPNET_JOB_ID"}}) {
+    absl::StatusOr<LaunchEnv> bad = Detect(vars);
+    ASSERT_FALSE(bad.ok()) << variable;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(variable));
+  }
+}
+
+TEST(CommunicatorFactoryTest, GrpcRendezvousNeedsAnAddressAndAScope) {
+  LaunchEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  CommOptions options;
+  for (const char* bad : {"grpc://", "grpc://host", "grpc://:7070", "grpc://h:0", "grpc://h:x"}) {
+    options.rendezvous = bad;
+    EXPECT_EQ(CreateRendezvousStore(options, env).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  options.rendezvous = "grpc://127.0.0.1:7070";
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = CreateRendezvousStore(options, env);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("DEEPNET_ATTEMPT"));
+  options.grpc_job_id = "j";
+  options.grpc_attempt = 1;
+  options.grpc_ca_cert_file = "/nonexistent-deepnet-ca.pem";
+  store = CreateRendezvousStore(options, env);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("/nonexistent-deepnet-ca.pem"));
+}
+
 TEST(CommunicatorFactoryTest, WorldOfOneIsLoopbackForEveryBackend) {
   for (CommBackendKind kind : {CommBackendKind::kGloo, CommBackendKind::kNccl}) {
     CommOptions options;

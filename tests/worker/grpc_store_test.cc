@@ -23,6 +23,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/sentencepiece_training.h"
 #include "deepnet/v1/rendezvous.pb.h"
+#include "worker/communicator_factory.h"
 #ifdef DEEPNET_HAVE_GLOO
 #include "worker/gloo_communicator.h"
 #endif
@@ -292,6 +293,52 @@ TEST_F(GrpcStoreTest, ThreeGlooRanksAllReduceThroughTheRendezvous) {
     ASSERT_EQ(ranks[rank].wait_for(kLiveness), std::future_status::ready) << "rank " << rank;
     EXPECT_EQ(ranks[rank].get(), "ok") << "rank " << rank;
   }
+}
+
+// What a trainer started by deepnet-worker does: DEEPNET_RENDEZVOUS=grpc://HOST:PORT with the
+// job attempt from DEEPNET_JOB_ID/DEEPNET_ATTEMPT, through the communicator factory.
+TEST_F(GrpcStoreTest, WorldCommunicatorBootstrapsThroughAGrpcRendezvous) {
+  constexpr int kRanks = 2;
+  std::vector<std::future<std::string>> ranks;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ranks.push_back(std::async(std::launch::async, [this, rank]() -> std::string {
+      LaunchEnv env;
+      env.rank = rank;
+      env.world_size = kRanks;
+      env.local_rank = rank;
+      env.local_size = kRanks;
+      CommOptions options;
+      options.backend = CommBackendKind::kGloo;
+      options.timeout = milliseconds(30000);
+      options.rendezvous = "grpc://" + address_;
+      options.grpc_job_id = "job-g";
+      options.grpc_attempt = 1;
+      absl::StatusOr<std::unique_ptr<Communicator>> comm =
+          CreateWorldCommunicator(options, env, nullptr);
+      if (!comm.ok()) return std::string(comm.status().message());
+      torch::Tensor tensor = torch::full({3}, static_cast<float>(rank + 1));
+      if (absl::Status status = (*comm)->AllReduceSum(tensor); !status.ok()) {
+        return std::string(status.message());
+      }
+      if (!torch::equal(tensor, torch::full({3}, 3.0f))) return "wrong all-reduce result";
+      return "ok";
+    }));
+  }
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ASSERT_EQ(ranks[rank].wait_for(kLiveness), std::future_status::ready) << "rank " << rank;
+    EXPECT_EQ(ranks[rank].get(), "ok") << "rank " << rank;
+  }
+  // An attempt the coordinator did not open is refused, naming it.
+  LaunchEnv env;
+  env.rank = 0;
+  env.world_size = 2;
+  CommOptions options;
+  options.rendezvous = "grpc://" + address_;
+  options.grpc_job_id = "job-g";
+  options.grpc_attempt = 9;
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = CreateRendezvousStore(options, env);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("attempt 9"));
 }
 #endif
 

@@ -557,7 +557,7 @@ TEST(JobConfigTest, ParallelSectionIsParsedAndChecked) {
         "job.yaml: parallel.schedule: must be 1f1b or gpipe (got 'zigzag')",
         "job.yaml: parallel.backend: nccl moves CUDA tensors: set runtime.device to cuda",
         "job.yaml: parallel.timeout_s: must be > 0 (got 0)",
-        "job.yaml: parallel.rendezvous: must start with tcp:// or file:// (got 'http://x')",
+        "job.yaml: parallel.rendezvous: must start with tcp://, file:// or grpc:// (got 'http://x')",
         "job.yaml: parallel.bucket_mb: must be > 0 (got -1)",
         "job.yaml: parallel.partition: must be flops or measured (got 'magic')"}) {
     EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;

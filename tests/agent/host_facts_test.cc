@@ -1,0 +1,83 @@
+#include "worker/daemon/host_facts.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/agent/agent_test_util.h"
+
+namespace deepnet::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A fake /proc/driver/nvidia/gpus with two devices listed out of bus order.
+class HostFactsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AddGpu("0000:c1:00.0", "NVIDIA H100 80GB HBM3");
+    AddGpu("0000:41:00.0", "NVIDIA A100-SXM4-40GB");
+  }
+  void AddGpu(const std::string& bus, const std::string& model) {
+    const auto folder = std::filesystem::path(dir_.path()) / bus;
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder / "information") << "Model: \t\t " << model << "\nIRQ:   123\n";
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(HostFactsTest, ListsGpusInBusOrder) {
+  EXPECT_THAT(DetectGpus(dir_.path(), std::nullopt),
+              ElementsAre("NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"));
+}
+
+TEST_F(HostFactsTest, CudaVisibleDevicesSelectsAndReorders) {
+  EXPECT_THAT(DetectGpus(dir_.path(), std::string("1")), ElementsAre("NVIDIA H100 80GB HBM3"));
+  EXPECT_THAT(DetectGpus(dir_.path(), std::string("1,0")),
+              ElementsAre("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"));
+  EXPECT_TRUE(DetectGpus(dir_.path(), std::string("")).empty());
+  EXPECT_THAT(DetectGpus(dir_.path(), std::string("0,7,1")), ElementsAre("NVIDIA A100-SXM4-40GB"));
+}
+
+TEST_F(HostFactsTest, NoDriverMeansNoGpus) {
+  EXPECT_TRUE(DetectGpus(dir_.path() + "/absent", std::nullopt).empty());
+}
+
+TEST(PlanSlotsTest, DefaultsToOneSlotPerGpuElseOneCpuSlot) {
+  auto gpu = PlanSlots(0, 2);
+  ASSERT_TRUE(gpu.ok());
+  ASSERT_EQ(gpu->size(), 2u);
+  EXPECT_TRUE((*gpu)[1].cuda);
+  EXPECT_EQ((*gpu)[1].device_index, 1);
+  auto cpu = PlanSlots(0, 0);
+  ASSERT_TRUE(cpu.ok());
+  ASSERT_EQ(cpu->size(), 1u);
+  EXPECT_FALSE((*cpu)[0].cuda);
+  EXPECT_EQ((*cpu)[0].device_index, -1);
+  auto three = PlanSlots(3, 0);
+  ASSERT_TRUE(three.ok());
+  EXPECT_EQ(three->size(), 3u);
+}
+
+TEST(PlanSlotsTest, RejectsMoreSlotsThanGpus) {
+  auto slots = PlanSlots(3, 2);
+  ASSERT_FALSE(slots.ok());
+  EXPECT_THAT(slots.status().message(), HasSubstr("--slots"));
+  EXPECT_FALSE(PlanSlots(-1, 0).ok());
+}
+
+TEST(DetectHostFactsTest, FillsTheMachine) {
+  const HostFacts facts = DetectHostFacts("10.1.2.3", {"gpu"}, "v1", "1.13.1");
+  EXPECT_FALSE(facts.hostname.empty());
+  EXPECT_EQ(facts.address, "10.1.2.3");
+  EXPECT_GE(facts.cpu_count, 1);
+  EXPECT_GT(facts.memory_bytes, 0);
+  EXPECT_THAT(facts.gpu_names, ElementsAre("gpu"));
+  EXPECT_FALSE(DetectHostFacts("", {}, "v1", "").address.empty());
+}
+
+}  // namespace
+}  // namespace deepnet::agent

@@ -1,0 +1,74 @@
+#include "worker/daemon/trainer_output_parser.h"
+
+#include <gtest/gtest.h>
+
+namespace deepnet::agent {
+namespace {
+
+TEST(TrainerOutputParserTest, ParsesAStepLine) {
+  const TrainerLine line =
+      ParseTrainerLine(R"({"event":"step","step":120,"loss":3.5,"nll":3.25,"ppl":25.8,"lr":0.0005,)"
+                       R"("grad_norm":1.75,"tokens_per_s":2048.5,"src_tokens":10,"tgt_tokens":12,)"
+                       R"("elapsed_s":1.0,"eta_s":2.0,"data_wait_s":0.0,"update_norm":0.125})");
+  ASSERT_TRUE(line.step.has_value());
+  EXPECT_FALSE(line.checkpoint.has_value());
+  EXPECT_EQ(line.step->step, 120);
+  EXPECT_DOUBLE_EQ(line.step->loss, 3.5);
+  EXPECT_DOUBLE_EQ(line.step->nll, 3.25);
+  EXPECT_DOUBLE_EQ(line.step->lr, 0.0005);
+  EXPECT_DOUBLE_EQ(line.step->grad_norm, 1.75);
+  EXPECT_DOUBLE_EQ(line.step->tokens_per_s, 2048.5);
+  ASSERT_TRUE(line.step->update_norm.has_value());
+  EXPECT_DOUBLE_EQ(*line.step->update_norm, 0.125);
+}
+
+TEST(TrainerOutputParserTest, NullUpdateNormMeansNotMeasured) {
+  const TrainerLine line =
+      ParseTrainerLine(R"({"event":"step","step":7,"loss":1.0,"nll":0.9,"lr":0.1,"grad_norm":2.0,)"
+                       R"("tokens_per_s":5.0,"update_norm":null}  )");
+  ASSERT_TRUE(line.step.has_value());
+  EXPECT_EQ(line.step->step, 7);
+  EXPECT_FALSE(line.step->update_norm.has_value());
+}
+
+TEST(TrainerOutputParserTest, CheckpointTakesStepAndPathFields) {
+  const TrainerLine line = ParseTrainerLine(
+      R"({"event":"checkpoint","message":"saved /c/step_0000300","step":300,"path":"/c/step_0000300"})");
+  ASSERT_TRUE(line.checkpoint.has_value());
+  EXPECT_EQ(line.checkpoint->step, 300);
+  EXPECT_EQ(line.checkpoint->path, "/c/step_0000300");
+}
+
+TEST(TrainerOutputParserTest, CheckpointStepFallsBackToTheFolderName) {
+  const TrainerLine line =
+      ParseTrainerLine(R"({"event":"checkpoint","message":"saved runs/x/step_0001500"})");
+  ASSERT_TRUE(line.checkpoint.has_value());
+  EXPECT_EQ(line.checkpoint->step, 1500);
+  EXPECT_EQ(line.checkpoint->path, "runs/x/step_0001500");
+}
+
+TEST(TrainerOutputParserTest, RejectedCheckpointIsNotACompletedOne) {
+  EXPECT_FALSE(ParseTrainerLine(
+                   R"({"event":"checkpoint","message":"rejected: /c/step_0000300: bad manifest"})")
+                   .checkpoint.has_value());
+}
+
+TEST(TrainerOutputParserTest, ResumeGivesTheStep) {
+  const TrainerLine line = ParseTrainerLine(
+      R"json({"event":"resume","message":"resumed from step 400 (/c/step_0000400)"})json");
+  ASSERT_TRUE(line.resumed_step.has_value());
+  EXPECT_EQ(*line.resumed_step, 400);
+}
+
+TEST(TrainerOutputParserTest, OtherLinesGiveNothing) {
+  for (const char* text :
+       {"", "[train] step 10/100 loss 2.0", "{not json", R"({"event":"valid","step":10,"loss":2})",
+        R"({"event":"step","step":"ten","loss":2})", R"({"event":"step","loss":2})",
+        R"({"event":"checkpoint","message":"saved /c/latest"})", "[1,2,3]"}) {
+    const TrainerLine line = ParseTrainerLine(text);
+    EXPECT_FALSE(line.step || line.checkpoint || line.resumed_step) << text;
+  }
+}
+
+}  // namespace
+}  // namespace deepnet::agent

@@ -1,0 +1,376 @@
+#include "worker/daemon/worker_agent.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "tests/agent/agent_test_util.h"
+#include "tests/agent/fake_worker_service.h"
+
+namespace deepnet::agent {
+namespace {
+
+namespace v1 = deepnet::v1;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using testing::FakeCoordinator;
+using testing::ProcessAlive;
+using testing::ReadFile;
+using Messages = std::vector<v1::WorkerMessage>;
+
+constexpr char kConfig[] = "name: agent-test\nparallel:\n  pipeline_stages: 2\n";
+
+// A real WorkerAgent with two CPU slots and the fake trainer, against a fake coordinator.
+class WorkerAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coordinator_ = std::make_unique<FakeCoordinator>();
+    ASSERT_TRUE(coordinator_->ok());
+    fake_dir_ = dir_.path() + "/fake";
+    std::filesystem::create_directories(fake_dir_);
+    WorkerAgentOptions options;
+    options.coordinator = coordinator_->address();
+    options.worker_name = "node-a";
+    options.token = "worker-secret";
+    options.host.hostname = "node-a";
+    options.host.address = "10.0.0.1";
+    options.host.cpu_count = 2;
+    options.supervisor.trainer = testing::WriteFakeTrainer(dir_.path());
+    options.supervisor.work_dir = dir_.path() + "/work";
+    options.supervisor.slots = {{0, false, -1}, {1, false, -1}};
+    options.supervisor.base_env = {"PATH=/usr/bin:/bin", "DEEPNET_RANK=99", "KEEP_ME=1"};
+    options.supervisor.token = "worker-secret";
+    options.max_backoff = 500ms;
+    auto agent = WorkerAgent::Create(options);
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = *std::move(agent);
+    agent_->Start();
+  }
+
+  void TearDown() override {
+    if (agent_) agent_->Shutdown(0ms);
+    agent_.reset();
+    for (const char* kind : {"pid-", "grandchild-"}) {
+      for (int rank = 0; rank < 4; ++rank) {
+        testing::KillPidIn(fake_dir_ + "/" + kind + std::to_string(rank));
+      }
+    }
+  }
+
+  v1::CoordinatorMessage Assignment(const std::string& job, int attempt,
+                                    std::vector<std::pair<int, int>> rank_slots,
+                                    const std::string& mode, bool grandchild = false) {
+    v1::CoordinatorMessage message;
+    v1::Assignment* a = message.mutable_assignment();
+    a->set_job_id(job);
+    a->set_attempt(attempt);
+    for (auto [rank, slot] : rank_slots) {
+      v1::RankAssignment* r = a->add_ranks();
+      r->set_rank(rank);
+      r->set_slot_index(slot);
+    }
+    a->set_world_size(4);
+    a->set_config_yaml(kConfig);
+    a->set_rendezvous_address("10.0.0.9:7070");
+    (*a->mutable_env())["FAKE_DIR"] = fake_dir_;
+    (*a->mutable_env())["FAKE_MODE"] = mode;
+    (*a->mutable_env())["FAKE_EXIT_CODE"] = "3";
+    if (grandchild) (*a->mutable_env())["FAKE_GRANDCHILD"] = "1";
+    return message;
+  }
+
+  v1::CoordinatorMessage Cancellation(const std::string& job, int attempt,
+                                      std::chrono::milliseconds grace) {
+    v1::CoordinatorMessage message;
+    v1::Cancellation* c = message.mutable_cancellation();
+    c->set_job_id(job);
+    c->set_attempt(attempt);
+    c->set_reason("test");
+    c->mutable_grace_period()->set_nanos(static_cast<int32_t>(grace.count() * 1000000));
+    return message;
+  }
+
+  // The CommandResult answering the command of `sequence`, once it arrived.
+  std::optional<v1::CommandResult> ResultOf(int64_t sequence) {
+    std::optional<v1::CommandResult> found;
+    coordinator_->service().WaitFor([&](const Messages& messages) {
+      for (const auto& m : messages) {
+        if (m.has_command_result() && m.command_result().command_sequence() == sequence) {
+          found = m.command_result();
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+
+  // The TrainerExit of (job, attempt, rank), once it arrived.
+  std::optional<v1::TrainerExit> ExitOf(const std::string& job, int attempt, int rank) {
+    std::optional<v1::TrainerExit> found;
+    coordinator_->service().WaitFor([&](const Messages& messages) {
+      for (const auto& m : messages) {
+        const auto& e = m.trainer_exit();
+        if (m.has_trainer_exit() && e.job_id() == job && e.attempt() == attempt &&
+            e.rank() == rank) {
+          found = e;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+
+  bool WaitForFile(const std::string& path) {
+    return testing::WaitUntil([&] { return !ReadFile(path).empty(); });
+  }
+
+  testing::TempDir dir_;
+  std::string fake_dir_;
+  std::unique_ptr<FakeCoordinator> coordinator_;
+  std::unique_ptr<WorkerAgent> agent_;
+};
+
+TEST_F(WorkerAgentTest, RegistersThenStartsTheSessionAndHeartbeats) {
+  ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
+    return std::count_if(m.begin(), m.end(), [](const auto& x) { return x.has_heartbeat(); }) >= 3;
+  }));
+  const Messages messages = coordinator_->service().received();
+  ASSERT_FALSE(messages.empty());
+  EXPECT_TRUE(messages.front().has_start());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    EXPECT_EQ(messages[i].epoch(), 1);
+    EXPECT_EQ(messages[i].worker_id(), "w-node-a");
+    EXPECT_EQ(messages[i].sequence(), static_cast<int64_t>(i + 1));
+  }
+  const auto registrations = coordinator_->service().registrations();
+  ASSERT_EQ(registrations.size(), 1u);
+  EXPECT_EQ(registrations[0].worker_name(), "node-a");
+  EXPECT_EQ(registrations[0].host().address(), "10.0.0.1");
+  ASSERT_EQ(registrations[0].slots_size(), 2);
+  EXPECT_EQ(registrations[0].slots(1).kind(), v1::DEVICE_KIND_CPU);
+  EXPECT_EQ(registrations[0].slots(1).device_index(), -1);
+  EXPECT_EQ(registrations[0].running_tasks_size(), 0);
+  EXPECT_EQ(coordinator_->service().authorization(), "Bearer worker-secret");
+  EXPECT_EQ(agent_->state().epoch, 1);
+  EXPECT_TRUE(agent_->state().connected);
+}
+
+TEST_F(WorkerAgentTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  const int64_t sequence =
+      coordinator_->service().Send(Assignment("job-a", 1, {{3, 1}, {1, 0}}, "run"));
+  std::optional<v1::CommandResult> result = ResultOf(sequence);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(result->accepted()) << result->error();
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/env-1"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/env-3"));
+  const std::string attempt_dir = dir_.path() + "/work/job-a/attempt-1";
+  EXPECT_EQ(ReadFile(attempt_dir + "/config.yaml"), kConfig);
+  EXPECT_EQ(ReadFile(fake_dir_ + "/args-1"),
+            "train --config " + attempt_dir + "/config.yaml --log-format json\n");
+  const std::string env1 = ReadFile(fake_dir_ + "/env-1");
+  EXPECT_EQ(env1,
+            "DEEPNET_ATTEMPT=1\nDEEPNET_JOB_ID=job-a\nDEEPNET_LOCAL_RANK=0\nDEEPNET_LOCAL_SIZE=2\n"
+            "DEEPNET_RANK=1\nDEEPNET_RENDEZVOUS=grpc://10.0.0.9:7070\n"
+            "DEEPNET_TOKEN=worker-secret\nDEEPNET_WORLD_SIZE=4\n");
+  EXPECT_THAT(ReadFile(fake_dir_ + "/env-3"), HasSubstr("DEEPNET_LOCAL_RANK=1\n"));
+  ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
+    for (const auto& x : m) {
+      if (x.has_heartbeat() && x.heartbeat().tasks_size() == 2) return true;
+    }
+    return false;
+  }));
+  std::vector<TaskSnapshot> tasks = agent_->Tasks();
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].rank, 1);
+  EXPECT_EQ(tasks[0].slot_index, 0);
+  EXPECT_EQ(tasks[1].slot_index, 1);
+  EXPECT_TRUE(ProcessAlive(tasks[0].pid));
+}
+
+TEST_F(WorkerAgentTest, ReportsMetricsThenTheExitWithCodeAndStderr) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-m", 1, {{0, 0}}, "exit"));
+  std::optional<v1::TrainerExit> exit = ExitOf("job-m", 1, 0);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code(), 3);
+  EXPECT_EQ(exit->signal(), 0);
+  EXPECT_FALSE(exit->requested());
+  EXPECT_THAT(exit->message(), HasSubstr("fake trainer rank 0: stderr line"));
+  EXPECT_GT(exit->time().seconds(), 0);
+
+  std::vector<v1::MetricPoint> points;
+  std::vector<int64_t> checkpoints;
+  int64_t exit_sequence = 0;
+  int64_t last_report_sequence = 0;
+  for (const auto& m : coordinator_->service().received()) {
+    if (m.has_trainer_exit()) exit_sequence = m.sequence();
+    if (!m.has_metrics()) continue;
+    EXPECT_EQ(m.metrics().job_id(), "job-m");
+    EXPECT_EQ(m.metrics().attempt(), 1);
+    points.insert(points.end(), m.metrics().points().begin(), m.metrics().points().end());
+    checkpoints.insert(checkpoints.end(), m.metrics().checkpoint_steps().begin(),
+                       m.metrics().checkpoint_steps().end());
+    last_report_sequence = m.sequence();
+  }
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].step(), 10);
+  EXPECT_DOUBLE_EQ(points[0].loss(), 2.5);
+  EXPECT_DOUBLE_EQ(points[0].update_norm(), 0.0);
+  EXPECT_EQ(points[1].step(), 20);
+  EXPECT_DOUBLE_EQ(points[1].nll(), 1.75);
+  EXPECT_DOUBLE_EQ(points[1].lr(), 0.002);
+  EXPECT_DOUBLE_EQ(points[1].grad_norm(), 1.25);
+  EXPECT_DOUBLE_EQ(points[1].tokens_per_s(), 1100.0);
+  EXPECT_DOUBLE_EQ(points[1].update_norm(), 0.5);
+  EXPECT_EQ(points[1].attempt(), 1);
+  EXPECT_EQ(checkpoints, std::vector<int64_t>{20});
+  EXPECT_LT(last_report_sequence, exit_sequence);
+  EXPECT_TRUE(testing::WaitUntil([&] { return agent_->Tasks().empty(); }));
+}
+
+TEST_F(WorkerAgentTest, ReportsATrainerKilledByASignal) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-k", 2, {{1, 1}}, "kill"));
+  std::optional<v1::TrainerExit> exit = ExitOf("job-k", 2, 1);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal(), SIGKILL);
+  EXPECT_EQ(exit->exit_code(), 0);
+  EXPECT_FALSE(exit->requested());
+}
+
+TEST_F(WorkerAgentTest, CancellationKillsTheAttemptsProcessTreesOnly) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-c", 1, {{0, 0}}, "ignore-term", true));
+  ASSERT_TRUE(ResultOf(coordinator_->service().Send(Assignment("job-c", 2, {{1, 1}}, "run"))));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-1"));
+  const pid_t trainer = testing::PidIn(fake_dir_ + "/pid-0");
+  const pid_t grandchild = testing::PidIn(fake_dir_ + "/grandchild-0");
+  ASSERT_TRUE(ProcessAlive(trainer));
+  ASSERT_TRUE(ProcessAlive(grandchild));
+
+  std::optional<v1::CommandResult> result =
+      ResultOf(coordinator_->service().Send(Cancellation("job-c", 1, 200ms)));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(result->accepted());
+  std::optional<v1::TrainerExit> exit = ExitOf("job-c", 1, 0);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->requested());
+  EXPECT_EQ(exit->signal(), SIGKILL);  // It ignored SIGTERM: killed after the grace.
+  EXPECT_FALSE(ProcessAlive(trainer));
+  EXPECT_TRUE(testing::WaitUntil([&] { return !ProcessAlive(grandchild); }));
+
+  std::vector<TaskSnapshot> tasks = agent_->Tasks();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].attempt, 2);
+  EXPECT_TRUE(ProcessAlive(tasks[0].pid));
+}
+
+TEST_F(WorkerAgentTest, RefusesCommandsWithAStaleEpoch) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  v1::CoordinatorMessage stale = Assignment("job-s", 1, {{0, 0}}, "run");
+  stale.set_epoch(0);
+  std::optional<v1::CommandResult> result =
+      ResultOf(coordinator_->service().Send(stale, /*keep_epoch=*/true));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_FALSE(result->accepted());
+  EXPECT_THAT(result->error(), HasSubstr("epoch 0"));
+  EXPECT_THAT(result->error(), HasSubstr("epoch 1"));
+  EXPECT_THAT(result->error(), HasSubstr("job-s"));
+  EXPECT_TRUE(agent_->Tasks().empty());
+}
+
+TEST_F(WorkerAgentTest, RefusesABusySlotAndAnUnknownOne) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-b", 1, {{0, 0}}, "run"));
+  const int64_t x = coordinator_->service().Send(Assignment("job-x", 1, {{0, 0}}, "run"));
+  const int64_t y = coordinator_->service().Send(Assignment("job-y", 1, {{0, 5}}, "run"));
+  std::optional<v1::CommandResult> busy = ResultOf(x);
+  ASSERT_TRUE(busy.has_value());
+  EXPECT_FALSE(busy->accepted());
+  EXPECT_THAT(busy->error(), HasSubstr("slot 0 is busy with job job-b attempt 1 rank 0"));
+  std::optional<v1::CommandResult> unknown = ResultOf(y);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_FALSE(unknown->accepted());
+  EXPECT_THAT(unknown->error(), HasSubstr("slot 5 is unknown"));
+  EXPECT_EQ(agent_->Tasks().size(), 1u);
+}
+
+TEST_F(WorkerAgentTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-r", 1, {{2, 1}}, "run"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-2"));
+  const pid_t trainer = testing::PidIn(fake_dir_ + "/pid-2");
+  const int port = coordinator_->port();
+  const int64_t epoch = coordinator_->service().epoch();
+
+  coordinator_->Stop();
+  ASSERT_TRUE(testing::WaitUntil([&] { return !agent_->state().connected; }));
+  EXPECT_TRUE(ProcessAlive(trainer));
+  coordinator_ = std::make_unique<FakeCoordinator>(epoch, port);
+  ASSERT_TRUE(coordinator_->ok());
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  const auto registration = coordinator_->service().registrations().front();
+  ASSERT_EQ(registration.running_tasks_size(), 1);
+  const v1::TaskStatus& task = registration.running_tasks(0);
+  EXPECT_EQ(task.job_id(), "job-r");
+  EXPECT_EQ(task.attempt(), 1);
+  EXPECT_EQ(task.rank(), 2);
+  EXPECT_EQ(task.slot_index(), 1);
+  EXPECT_EQ(task.pid(), trainer);
+  EXPECT_EQ(task.state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(task.step(), 20);
+  ASSERT_TRUE(coordinator_->service().WaitFor([&](const Messages& m) {
+    return !m.empty() && m.front().has_start() && m.front().epoch() == epoch + 1 &&
+           std::any_of(m.begin(), m.end(), [](const auto& x) {
+             return x.has_heartbeat() && x.heartbeat().tasks_size() == 1;
+           });
+  }));
+  EXPECT_TRUE(ProcessAlive(trainer));
+  EXPECT_EQ(agent_->state().epoch, epoch + 1);
+  EXPECT_GE(agent_->state().registrations, 2);
+
+  // Commands of the old registration are refused now.
+  v1::CoordinatorMessage old = Cancellation("job-r", 1, 0ms);
+  old.set_epoch(epoch);
+  std::optional<v1::CommandResult> refused =
+      ResultOf(coordinator_->service().Send(old, /*keep_epoch=*/true));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_FALSE(refused->accepted());
+  EXPECT_TRUE(ProcessAlive(trainer));
+}
+
+TEST_F(WorkerAgentTest, ShutdownStopsTrainersAndReportsTheirExits) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-d", 1, {{0, 0}}, "run"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
+  const pid_t trainer = testing::PidIn(fake_dir_ + "/pid-0");
+  agent_->Shutdown(10s);
+  EXPECT_FALSE(ProcessAlive(trainer));
+  std::optional<v1::TrainerExit> exit = ExitOf("job-d", 1, 0);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code(), 143);
+  EXPECT_TRUE(exit->requested());
+}
+
+TEST(WorkerAgentOptionsTest, CreateNamesTheMissingOption) {
+  WorkerAgentOptions options;
+  auto agent = WorkerAgent::Create(options);
+  ASSERT_FALSE(agent.ok());
+  EXPECT_THAT(agent.status().message(), HasSubstr("--coordinator"));
+  options.coordinator = "127.0.0.1:1";
+  options.worker_name = "w";
+  options.supervisor.trainer = "/bin/true";
+  options.supervisor.work_dir = "/tmp";
+  agent = WorkerAgent::Create(options);
+  ASSERT_FALSE(agent.ok());
+  EXPECT_THAT(agent.status().message(), HasSubstr("--slots"));
+}
+
+}  // namespace
+}  // namespace deepnet::agent

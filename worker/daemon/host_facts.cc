@@ -1,0 +1,121 @@
+#include "worker/daemon/host_facts.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace deepnet::agent {
+namespace {
+
+std::string ModelOf(const std::filesystem::path& information) {
+  std::ifstream in(information);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, "Model:")) continue;
+    return std::string(absl::StripAsciiWhitespace(line.substr(6)));
+  }
+  return "NVIDIA GPU";  // The driver lists the device but not its model.
+}
+
+// The first address `host` resolves to (IPv4 preferred), or "" when it does not resolve.
+std::string Resolve(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return "";
+  std::string best;
+  for (addrinfo* a = result; a != nullptr; a = a->ai_next) {
+    char text[NI_MAXHOST];
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof(text), nullptr, 0, NI_NUMERICHOST) !=
+        0) {
+      continue;
+    }
+    if (a->ai_family == AF_INET) {
+      best = text;
+      break;
+    }
+    if (best.empty()) best = text;
+  }
+  freeaddrinfo(result);
+  return best;
+}
+
+int64_t MemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
+}
+
+}  // namespace
+
+std::vector<std::string> DetectGpus(const std::string& proc_dir,
+                                    const std::optional<std::string>& cuda_visible_devices) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> devices;
+  for (const auto& entry : std::filesystem::directory_iterator(proc_dir, ec)) {
+    if (entry.is_directory(ec)) devices.push_back(entry.path());
+  }
+  std::sort(devices.begin(), devices.end());  // PCI bus ids sort in bus order.
+  std::vector<std::string> names;
+  for (const auto& device : devices) names.push_back(ModelOf(device / "information"));
+  if (!cuda_visible_devices) return names;
+  std::vector<std::string> visible;
+  for (absl::string_view item : absl::StrSplit(*cuda_visible_devices, ',', absl::SkipEmpty())) {
+    int ordinal = 0;
+    if (!absl::SimpleAtoi(item, &ordinal)) return names;  // UUIDs: leave the mapping to CUDA.
+    // CUDA stops at the first invalid ordinal.
+    if (ordinal < 0 || ordinal >= static_cast<int>(names.size())) break;
+    visible.push_back(names[ordinal]);
+  }
+  return visible;
+}
+
+HostFacts DetectHostFacts(const std::string& advertise_address, std::vector<std::string> gpu_names,
+                          const std::string& version, const std::string& torch_version) {
+  HostFacts facts;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) == 0) facts.hostname = name;
+  facts.address = advertise_address;
+  if (facts.address.empty()) facts.address = Resolve(facts.hostname);
+  if (facts.address.empty()) facts.address = facts.hostname;
+  facts.cpu_count = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  facts.memory_bytes = MemoryBytes();
+  facts.gpu_names = std::move(gpu_names);
+  facts.version = version;
+  facts.torch_version = torch_version;
+  return facts;
+}
+
+absl::StatusOr<std::vector<SlotInfo>> PlanSlots(int requested, int gpu_count) {
+  if (requested < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--slots: ", requested, " is negative"));
+  }
+  if (gpu_count > 0 && requested > gpu_count) {
+    return absl::InvalidArgumentError(absl::StrCat("--slots: ", requested,
+                                                   " slots but this machine has ", gpu_count,
+                                                   " GPU(s), one per slot"));
+  }
+  const int count = requested > 0 ? requested : std::max(gpu_count, 1);
+  std::vector<SlotInfo> slots;
+  for (int i = 0; i < count; ++i) {
+    SlotInfo slot;
+    slot.index = i;
+    slot.cuda = gpu_count > 0;
+    slot.device_index = slot.cuda ? i : -1;
+    slots.push_back(slot);
+  }
+  return slots;
+}
+
+}  // namespace deepnet::agent

@@ -1,0 +1,55 @@
+#pragma once
+// What the worker daemon tells the coordinator about its machine, found without LibTorch or
+// the CUDA runtime. Torch-free.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace deepnet::agent {
+
+struct HostFacts {
+  std::string hostname;
+  // Address peers reach this machine at (Gloo/NCCL sockets).
+  std::string address;
+  int cpu_count = 0;
+  // Physical memory; 0 when unknown.
+  int64_t memory_bytes = 0;
+  // One per visible GPU in CUDA ordinal (PCI bus) order.
+  std::vector<std::string> gpu_names;
+  // deepnet-worker version (with the git revision when known).
+  std::string version;
+  // LibTorch version the trainer of this build links.
+  std::string torch_version;
+};
+
+// One place a rank can run.
+struct SlotInfo {
+  int index = 0;
+  bool cuda = false;
+  // CUDA ordinal of a CUDA slot; -1 for a CPU slot.
+  int device_index = -1;
+};
+
+// GPU model names from `proc_dir`/<pci bus id>/information ("Model: ..." lines, the NVIDIA
+// driver's procfs), sorted by bus id, which is the CUDA ordinal order with
+// CUDA_DEVICE_ORDER=PCI_BUS_ID. When `cuda_visible_devices` is set (the worker's
+// CUDA_VISIBLE_DEVICES) only the listed ordinals remain, in its order; "" hides all; a list
+// with UUIDs or names is ignored (all GPUs stay). Empty when the folder does not exist.
+std::vector<std::string> DetectGpus(const std::string& proc_dir,
+                                    const std::optional<std::string>& cuda_visible_devices);
+
+// Hostname, CPU count and memory of this machine, plus the given GPUs, version strings and
+// address ("" becomes the address the hostname resolves to, else the hostname).
+HostFacts DetectHostFacts(const std::string& advertise_address, std::vector<std::string> gpu_names,
+                          const std::string& version, const std::string& torch_version);
+
+// The slots of a worker: `requested` (0: the default) CUDA slots 0..requested-1 on a machine
+// with GPUs (default: one per GPU), else `requested` CPU slots (default 1). InvalidArgument
+// naming --slots when requested < 0 or exceeds the GPUs.
+[[nodiscard]] absl::StatusOr<std::vector<SlotInfo>> PlanSlots(int requested, int gpu_count);
+
+}  // namespace deepnet::agent

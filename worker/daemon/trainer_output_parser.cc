@@ -1,0 +1,107 @@
+#include "worker/daemon/trainer_output_parser.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace deepnet::agent {
+namespace {
+
+using Json = nlohmann::json;
+
+// A finite number at `key`, else nullopt (missing, null, string, ...).
+std::optional<double> Number(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::optional<int64_t> Integer(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+std::string String(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The NNNNNNN of ".../step_NNNNNNN" (a trailing '/' allowed); nullopt otherwise.
+std::optional<int64_t> StepOfFolder(absl::string_view path) {
+  absl::ConsumeSuffix(&path, "/");
+  const size_t slash = path.rfind('/');
+  absl::string_view name = slash == absl::string_view::npos ? path : path.substr(slash + 1);
+  if (!absl::ConsumePrefix(&name, "step_")) return std::nullopt;
+  int64_t step = 0;
+  if (name.empty() || !absl::SimpleAtoi(name, &step) || step < 0) return std::nullopt;
+  return step;
+}
+
+std::optional<TrainerStep> ParseStep(const Json& j) {
+  std::optional<int64_t> step = Integer(j, "step");
+  std::optional<double> loss = Number(j, "loss");
+  if (!step || *step < 0 || !loss) return std::nullopt;
+  TrainerStep out;
+  out.step = *step;
+  out.loss = *loss;
+  out.nll = Number(j, "nll").value_or(0.0);
+  out.lr = Number(j, "lr").value_or(0.0);
+  out.grad_norm = Number(j, "grad_norm").value_or(0.0);
+  out.tokens_per_s = Number(j, "tokens_per_s").value_or(0.0);
+  out.update_norm = Number(j, "update_norm");
+  return out;
+}
+
+std::optional<TrainerCheckpoint> ParseCheckpoint(const Json& j) {
+  std::string path = String(j, "path");
+  if (path.empty()) {
+    const std::string text = String(j, "message");
+    absl::string_view message = text;
+    // "rejected: ..." lines name checkpoints that failed verification on resume.
+    if (!absl::ConsumePrefix(&message, "saved ")) return std::nullopt;
+    path = std::string(message);
+  }
+  std::optional<int64_t> step = Integer(j, "step");
+  if (!step) step = StepOfFolder(path);
+  if (!step || *step < 0) return std::nullopt;
+  return TrainerCheckpoint{*step, path};
+}
+
+std::optional<int64_t> ParseResume(const Json& j) {
+  if (std::optional<int64_t> step = Integer(j, "step")) return step;
+  const std::string text = String(j, "message");
+  absl::string_view message = text;
+  if (!absl::ConsumePrefix(&message, "resumed from step ")) return std::nullopt;
+  const size_t end = message.find(' ');
+  int64_t step = 0;
+  if (!absl::SimpleAtoi(message.substr(0, end), &step) || step < 0) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
+TrainerLine ParseTrainerLine(std::string_view text) {
+  TrainerLine out;
+  // Debian's abseil has its own string_view type.
+  const absl::string_view line =
+      absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+  if (line.empty() || line.front() != '{') return out;
+  const Json j = Json::parse(line.begin(), line.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return out;  // Discarded (malformed) or not an object.
+  const std::string event = String(j, "event");
+  if (event == "step") {
+    out.step = ParseStep(j);
+  } else if (event == "checkpoint") {
+    out.checkpoint = ParseCheckpoint(j);
+  } else if (event == "resume") {
+    out.resumed_step = ParseResume(j);
+  }
+  return out;
+}
+
+}  // namespace deepnet::agent

@@ -1,0 +1,51 @@
+#pragma once
+// Turns the trainer's `--log-format json` output (worker/progress_reporter.cc) into plain
+// progress records for the worker daemon. Torch-free.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace deepnet::agent {
+
+// One {"event":"step",...} line.
+struct TrainerStep {
+  // Optimiser step the values belong to; >= 1.
+  int64_t step = 0;
+  // Label-smoothed cross entropy and plain NLL, nats per target token.
+  double loss = 0.0;
+  double nll = 0.0;
+  double lr = 0.0;
+  // Global gradient L2 norm before clipping.
+  double grad_norm = 0.0;
+  // Tokens per second over the trainer's reporting interval.
+  double tokens_per_s = 0.0;
+  // ||F(x, theta_step) - F(x, theta_0)|| on the probe batch; nullopt when not measured.
+  std::optional<double> update_norm;
+};
+
+// One {"event":"checkpoint","message":"saved DIR/step_NNNNNNN",...} line.
+struct TrainerCheckpoint {
+  int64_t step = 0;
+  // The checkpoint's folder.
+  std::string path;
+};
+
+// What one output line said; at most one member is set (none for other events, text lines
+// and malformed JSON).
+struct TrainerLine {
+  std::optional<TrainerStep> step;
+  std::optional<TrainerCheckpoint> checkpoint;
+  // Step the trainer resumed from ({"event":"resume","message":"resumed from step N (...)"}).
+  std::optional<int64_t> resumed_step;
+};
+
+// Parses one line (without its newline). Never fails: lines that are not one of the events
+// above (text logs, "valid", "start", a rejected checkpoint, broken JSON) give an empty result.
+// A checkpoint's step comes from its "step" field, else from the "step_NNNNNNN" folder name.
+// Pure function, safe for concurrent use.
+TrainerLine ParseTrainerLine(std::string_view line);
+
+}  // namespace deepnet::agent

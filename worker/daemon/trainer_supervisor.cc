@@ -1,0 +1,325 @@
+#include "worker/daemon/trainer_supervisor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/daemon/trainer_process.h"
+
+namespace deepnet::agent {
+
+// What the trainer's reader thread found; shared with it, hence its own lock.
+struct TaskOutput {
+  std::mutex mu;
+  std::vector<ReportedStep> points;  // Guarded by mu.
+  std::vector<int64_t> checkpoints;  // Guarded by mu.
+  int64_t step = 0;                  // Guarded by mu.
+
+  void OnLine(const std::string& line) {
+    TrainerLine parsed = ParseTrainerLine(line);
+    if (!parsed.step && !parsed.checkpoint && !parsed.resumed_step) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (parsed.step) {
+      points.push_back({*parsed.step, std::chrono::system_clock::now(), 0});
+      step = std::max(step, parsed.step->step);
+    }
+    if (parsed.checkpoint) checkpoints.push_back(parsed.checkpoint->step);
+    if (parsed.resumed_step) step = std::max(step, *parsed.resumed_step);
+  }
+};
+
+struct TrainerSupervisor::Task {
+  RankLaunch rank;
+  std::shared_ptr<TaskOutput> output;
+  std::unique_ptr<TrainerProcess> process;  // Declared last: its reader thread uses `output`.
+};
+
+namespace {
+
+// Variables the daemon sets for its trainers; never inherited from its own environment.
+constexpr const char* kOwnedVariables[] = {"DEEPNET_RANK",
+                                           "DEEPNET_WORLD_SIZE",
+                                           "DEEPNET_LOCAL_RANK",
+                                           "DEEPNET_LOCAL_SIZE",
+                                           "DEEPNET_JOB_ID",
+                                           "DEEPNET_ATTEMPT",
+                                           "DEEPNET_RENDEZVOUS",
+                                           "DEEPNET_TOKEN",
+                                           "DEEPNET_TOKEN_FILE",
+                                           "DEEPNET_CA_CERT",
+                                           "DEEPNET_TLS_SERVER_NAME",
+                                           "DEEPNET_CUDA_DEVICE",
+                                           "DEEPNET_ADVERTISE_ADDRESS"};
+
+std::string NameOf(const std::string& assignment) {
+  return assignment.substr(0, assignment.find('='));
+}
+
+std::string Describe(const std::string& job_id, int attempt, int rank) {
+  return absl::StrCat("job ", job_id, " attempt ", attempt, " rank ", rank);
+}
+
+}  // namespace
+
+bool IsSafeJobId(const std::string& job_id) {
+  if (job_id.empty() || job_id.size() > 128 || job_id == "." || job_id == "..") return false;
+  return std::all_of(job_id.begin(), job_id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+TrainerSupervisor::TrainerSupervisor(const SupervisorOptions& options) : options_(options) {}
+
+TrainerSupervisor::~TrainerSupervisor() {
+  std::map<TaskKey, std::shared_ptr<Task>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(tasks_);
+  }
+  tasks.clear();  // ~TrainerProcess kills each group and reaps.
+}
+
+std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spec,
+                                                       const RankLaunch& rank, int local_rank,
+                                                       int local_size) const {
+  std::map<std::string, std::string> vars;
+  for (const std::string& entry : options_.base_env) {
+    const std::string name = NameOf(entry);
+    if (name.empty() || name.size() == entry.size()) continue;
+    vars[name] = entry.substr(name.size() + 1);
+  }
+  for (const char* name : kOwnedVariables) vars.erase(name);
+  for (const auto& [name, value] : spec.env) vars[name] = value;
+  vars["DEEPNET_RANK"] = std::to_string(rank.rank);
+  vars["DEEPNET_WORLD_SIZE"] = std::to_string(spec.world_size);
+  vars["DEEPNET_LOCAL_RANK"] = std::to_string(local_rank);
+  vars["DEEPNET_LOCAL_SIZE"] = std::to_string(local_size);
+  vars["DEEPNET_JOB_ID"] = spec.job_id;
+  vars["DEEPNET_ATTEMPT"] = std::to_string(spec.attempt);
+  if (!spec.rendezvous_address.empty()) {
+    vars["DEEPNET_RENDEZVOUS"] = "grpc://" + spec.rendezvous_address;
+  }
+  auto set_if = [&](const char* name, const std::string& value) {
+    if (!value.empty()) vars[name] = value;
+  };
+  set_if("DEEPNET_TOKEN", options_.token);
+  set_if("DEEPNET_CA_CERT", options_.ca_cert_file);
+  set_if("DEEPNET_TLS_SERVER_NAME", options_.tls_server_name);
+  set_if("DEEPNET_ADVERTISE_ADDRESS", options_.advertise_address);
+  const SlotInfo& slot = options_.slots[static_cast<size_t>(rank.slot_index)];
+  if (slot.cuda) vars["DEEPNET_CUDA_DEVICE"] = std::to_string(slot.device_index);
+  std::vector<std::string> env;
+  env.reserve(vars.size());
+  for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
+  return env;
+}
+
+absl::Status TrainerSupervisor::StartRank(const AssignmentSpec& spec, const RankLaunch& rank,
+                                          int local_rank, int local_size,
+                                          const std::string& attempt_dir) {
+  const std::string stem =
+      (std::filesystem::path(attempt_dir) / ("rank-" + std::to_string(rank.rank))).string();
+  TrainerLaunch launch;
+  launch.executable = options_.trainer;
+  launch.args = {"train", "--config", attempt_dir + "/config.yaml", "--log-format", "json"};
+  launch.env = TrainerEnv(spec, rank, local_rank, local_size);
+  launch.work_dir = options_.trainer_cwd;
+  launch.stdout_log = stem + ".stdout.log";
+  launch.stderr_log = stem + ".stderr.log";
+  auto task = std::make_shared<Task>();
+  task->rank = rank;
+  task->output = std::make_shared<TaskOutput>();
+  std::shared_ptr<TaskOutput> output = task->output;
+  absl::StatusOr<std::unique_ptr<TrainerProcess>> process =
+      TrainerProcess::Start(launch, [output](const std::string& line) { output->OnLine(line); });
+  if (!process.ok()) {
+    return absl::Status(process.status().code(),
+                        absl::StrCat(Describe(spec.job_id, spec.attempt, rank.rank), ": ",
+                                     process.status().message()));
+  }
+  task->process = *std::move(process);
+  spdlog::info("[agent] {}: started trainer pid {} on slot {}",
+               Describe(spec.job_id, spec.attempt, rank.rank), task->process->pid(),
+               rank.slot_index);
+  tasks_[TaskKey{spec.job_id, spec.attempt, rank.rank}] = std::move(task);
+  return absl::OkStatus();
+}
+
+absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
+  const std::string what =
+      absl::StrCat("assignment of job ", spec.job_id, " attempt ", spec.attempt);
+  if (!IsSafeJobId(spec.job_id)) {
+    return absl::InvalidArgumentError(absl::StrCat("assignment: job_id '", spec.job_id,
+                                                   "' is not 1-128 characters of [A-Za-z0-9._-]"));
+  }
+  if (spec.attempt < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": attempt must be >= 1"));
+  }
+  if (spec.ranks.empty()) return absl::InvalidArgumentError(what + ": no ranks");
+  std::vector<RankLaunch> ranks = spec.ranks;
+  std::sort(ranks.begin(), ranks.end(),
+            [](const RankLaunch& a, const RankLaunch& b) { return a.rank < b.rank; });
+  std::set<int> slots_used;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankLaunch& r = ranks[i];
+    if (r.rank < 0 || r.rank >= spec.world_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": rank ", r.rank, " is outside world_size ", spec.world_size));
+    }
+    if (i > 0 && ranks[i - 1].rank == r.rank) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": rank ", r.rank, " listed twice"));
+    }
+    if (r.slot_index < 0 || r.slot_index >= static_cast<int>(options_.slots.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": rank ", r.rank, " slot ",
+                                                     r.slot_index, " is unknown (this worker has ",
+                                                     options_.slots.size(), " slots)"));
+    }
+    if (!slots_used.insert(r.slot_index).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": slot ", r.slot_index, " given to two ranks"));
+    }
+  }
+  const std::string attempt_dir = (std::filesystem::path(options_.work_dir) / spec.job_id /
+                                   ("attempt-" + std::to_string(spec.attempt)))
+                                      .string();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  // Busy slots: held by a task of another rank (a stopping one too, until it is reaped).
+  for (const RankLaunch& r : ranks) {
+    for (const auto& [key, task] : tasks_) {
+      if (task->rank.slot_index != r.slot_index) continue;
+      if (key == TaskKey{spec.job_id, spec.attempt, r.rank}) continue;
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": slot ", r.slot_index, " is busy with ",
+                       Describe(std::get<0>(key), std::get<1>(key), std::get<2>(key)),
+                       task->process->stop_requested() ? " (stopping)" : ""));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(attempt_dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat(what, ": cannot create ", attempt_dir, ": ", ec.message()));
+  }
+  {
+    const std::string config_path = attempt_dir + "/config.yaml";
+    std::ofstream config(config_path, std::ios::binary | std::ios::trunc);
+    config << spec.config_yaml;
+    config.close();
+    if (!config) {
+      return absl::InternalError(absl::StrCat(what, ": cannot write ", config_path));
+    }
+  }
+  std::vector<TaskKey> started;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const TaskKey key{spec.job_id, spec.attempt, ranks[i].rank};
+    if (tasks_.count(key) > 0) continue;  // Already running: a repeated assignment.
+    absl::Status status =
+        StartRank(spec, ranks[i], static_cast<int>(i), static_cast<int>(ranks.size()), attempt_dir);
+    if (!status.ok()) {
+      for (const TaskKey& k : started) tasks_.erase(k);  // ~TrainerProcess kills and reaps.
+      return status;
+    }
+    started.push_back(key);
+  }
+  return absl::OkStatus();
+}
+
+int TrainerSupervisor::Cancel(const std::string& job_id, int attempt,
+                              std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int stopped = 0;
+  for (const auto& [key, task] : tasks_) {
+    if (std::get<0>(key) != job_id || std::get<1>(key) != attempt) continue;
+    task->process->Stop(grace);
+    ++stopped;
+  }
+  return stopped;
+}
+
+void TrainerSupervisor::StopAll(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, task] : tasks_) task->process->Stop(grace);
+}
+
+TrainerSupervisor::Events TrainerSupervisor::Poll() {
+  std::vector<std::pair<TaskKey, std::shared_ptr<Task>>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.assign(tasks_.begin(), tasks_.end());
+  }
+  Events events;
+  std::vector<TaskKey> ended;
+  for (auto& [key, task] : tasks) {
+    // Reaping joins the reader thread, so the trainer's last lines are in `output` after it.
+    std::optional<TrainerExitStatus> exit = task->process->Poll();
+    MetricBatch batch;
+    {
+      std::lock_guard<std::mutex> lock(task->output->mu);
+      batch.points.swap(task->output->points);
+      batch.checkpoint_steps.swap(task->output->checkpoints);
+    }
+    if (!batch.points.empty() || !batch.checkpoint_steps.empty()) {
+      const int64_t memory = task->process->PeakResidentBytes();
+      for (ReportedStep& point : batch.points) point.memory_bytes = memory;
+      std::tie(batch.job_id, batch.attempt, batch.rank) = key;
+      events.metrics.push_back(std::move(batch));
+    }
+    if (!exit) continue;
+    TaskExit out;
+    std::tie(out.job_id, out.attempt, out.rank) = key;
+    out.exit_code = exit->exit_code;
+    out.signal = exit->signal;
+    out.message = exit->stderr_tail;
+    out.requested = exit->stop_requested;
+    out.time = std::chrono::system_clock::now();
+    spdlog::info("[agent] {}: trainer pid {} ended ({} {}{})",
+                 Describe(out.job_id, out.attempt, out.rank), task->process->pid(),
+                 out.signal != 0 ? "signal" : "exit code",
+                 out.signal != 0 ? out.signal : out.exit_code, out.requested ? ", requested" : "");
+    events.exits.push_back(std::move(out));
+    ended.push_back(key);
+  }
+  std::vector<std::shared_ptr<Task>> forgotten;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const TaskKey& key : ended) {
+      auto it = tasks_.find(key);
+      if (it == tasks_.end()) continue;
+      forgotten.push_back(std::move(it->second));
+      tasks_.erase(it);
+    }
+  }
+  return events;  // `forgotten` and `tasks` release the reaped processes outside the lock.
+}
+
+std::vector<TaskSnapshot> TrainerSupervisor::Tasks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TaskSnapshot> out;
+  for (const auto& [key, task] : tasks_) {
+    TaskSnapshot s;
+    std::tie(s.job_id, s.attempt, s.rank) = key;
+    s.phase = task->process->stop_requested() ? TaskPhase::kStopping : TaskPhase::kRunning;
+    s.pid = task->process->pid();
+    s.slot_index = task->rank.slot_index;
+    {
+      std::lock_guard<std::mutex> output_lock(task->output->mu);
+      s.step = task->output->step;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+size_t TrainerSupervisor::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tasks_.size();
+}
+
+}  // namespace deepnet::agent

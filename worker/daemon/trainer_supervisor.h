@@ -1,0 +1,159 @@
+#pragma once
+// The trainer processes of one worker daemon: spawns the ranks of an assignment onto its slots,
+// stops job attempts, reaps exits and collects the progress parsed from their output. Knows
+// nothing about gRPC or protos (WorkerAgent converts). Torch-free.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/daemon/host_facts.h"
+#include "worker/daemon/trainer_output_parser.h"
+
+namespace deepnet::agent {
+
+class TrainerProcess;
+
+struct SupervisorOptions {
+  // Path of the `deepnet` binary; started as `TRAINER train --config FILE --log-format json`.
+  std::string trainer;
+  // Per job attempt: WORK_DIR/JOB/attempt-N/{config.yaml, rank-R.stdout.log, rank-R.stderr.log}.
+  std::string work_dir;
+  // Working directory of the trainers (relative paths of the job YAML resolve against it);
+  // "" keeps the daemon's.
+  std::string trainer_cwd;
+  std::vector<SlotInfo> slots;
+  // The daemon's environment (NAME=VALUE); the trainers get it plus their DEEPNET_* variables.
+  std::vector<std::string> base_env;
+  // Passed to trainers as DEEPNET_TOKEN / DEEPNET_CA_CERT / DEEPNET_TLS_SERVER_NAME /
+  // DEEPNET_ADVERTISE_ADDRESS when non-empty (never inherited from base_env).
+  std::string token;
+  std::string ca_cert_file;
+  std::string tls_server_name;
+  std::string advertise_address;
+};
+
+struct RankLaunch {
+  int rank = 0;
+  int stage = 0;
+  int replica = 0;
+  // WorkerSlot index on this worker.
+  int slot_index = 0;
+};
+
+// The ranks of one job attempt placed on this worker (Assignment, without protos).
+struct AssignmentSpec {
+  std::string job_id;
+  // >= 1.
+  int attempt = 0;
+  std::vector<RankLaunch> ranks;
+  int world_size = 0;
+  std::string config_yaml;
+  // host:port of the Rendezvous service; "" sets no DEEPNET_RENDEZVOUS.
+  std::string rendezvous_address;
+  // Extra trainer environment; the DEEPNET_* variables above win over it.
+  std::map<std::string, std::string> env;
+};
+
+enum class TaskPhase { kRunning, kStopping };
+
+struct TaskSnapshot {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  TaskPhase phase = TaskPhase::kRunning;
+  int pid = 0;
+  // Latest step the trainer printed (or resumed from); 0 before.
+  int64_t step = 0;
+  int slot_index = 0;
+};
+
+struct TaskExit {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  int exit_code = 0;
+  int signal = 0;
+  // Last lines of the trainer's stderr.
+  std::string message;
+  // Whether it was being stopped (Cancel, StopAll).
+  bool requested = false;
+  std::chrono::system_clock::time_point time;
+};
+
+struct ReportedStep {
+  TrainerStep values;
+  // When the worker read the line.
+  std::chrono::system_clock::time_point time;
+  // Peak resident memory of the trainer when the point was collected; 0 when unknown.
+  int64_t memory_bytes = 0;
+};
+
+// Progress of one rank since the previous Poll().
+struct MetricBatch {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  std::vector<ReportedStep> points;
+  std::vector<int64_t> checkpoint_steps;
+};
+
+// Thread-safety: safe for concurrent use, except that Poll() is called from one thread at a time.
+class TrainerSupervisor {
+ public:
+  explicit TrainerSupervisor(const SupervisorOptions& options);
+  // Kills every trainer's process group at once and reaps them.
+  ~TrainerSupervisor();
+  TrainerSupervisor(const TrainerSupervisor&) = delete;
+  TrainerSupervisor& operator=(const TrainerSupervisor&) = delete;
+
+  // Writes the attempt's config.yaml and starts one trainer per rank (DEEPNET_LOCAL_RANK /
+  // LOCAL_SIZE: its index / count among `spec.ranks` in rank order). Ranks of this attempt
+  // that already run are left alone (a repeated assignment is a no-op). InvalidArgument
+  // naming the field for a bad spec or unknown slot; FailedPrecondition naming the slot and
+  // the task holding it when a slot is busy; the I/O or spawn error otherwise, after stopping
+  // the ranks of this call that had started. Does not block on the trainers.
+  [[nodiscard]] absl::Status Assign(const AssignmentSpec& spec);
+
+  // Stops every rank of (job_id, attempt): SIGTERM to each process group, SIGKILL after
+  // `grace`. Returns how many ranks it stops (0 when none run).
+  int Cancel(const std::string& job_id, int attempt, std::chrono::milliseconds grace);
+  // Stops every rank of every job.
+  void StopAll(std::chrono::milliseconds grace);
+
+  struct Events {
+    // Points and checkpoints, per rank; ranks in `exits` come here first.
+    std::vector<MetricBatch> metrics;
+    std::vector<TaskExit> exits;
+  };
+  // Non-blocking: sends due SIGKILLs, reaps exited trainers (forgetting them) and collects the
+  // progress parsed since the last call.
+  Events Poll();
+
+  std::vector<TaskSnapshot> Tasks() const;
+  size_t size() const;
+
+ private:
+  struct Task;
+  using TaskKey = std::tuple<std::string, int, int>;  // job, attempt, rank
+
+  absl::Status StartRank(const AssignmentSpec& spec, const RankLaunch& rank, int local_rank,
+                         int local_size, const std::string& attempt_dir);
+  std::vector<std::string> TrainerEnv(const AssignmentSpec& spec, const RankLaunch& rank,
+                                      int local_rank, int local_size) const;
+
+  const SupervisorOptions options_;
+  mutable std::mutex mu_;
+  std::map<TaskKey, std::shared_ptr<Task>> tasks_;  // Guarded by mu_.
+};
+
+// Whether `job_id` can name a folder: 1..128 of [A-Za-z0-9._-], not "." or "..".
+bool IsSafeJobId(const std::string& job_id);
+
+}  // namespace deepnet::agent

@@ -1,0 +1,431 @@
+#include "worker/daemon/worker_agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "deepnet/v1/worker_service.grpc.pb.h"
+#include "proto/rpc/rpc_util.h"
+
+namespace deepnet::agent {
+
+namespace v1 = deepnet::v1;
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+using SystemClock = std::chrono::system_clock;
+
+namespace {
+
+// Unsent trainer exits and metric reports kept while the coordinator is away; older reports
+// are dropped first when this fills up (exits are never dropped).
+constexpr size_t kMaxOutbox = 4096;
+constexpr milliseconds kInitialBackoff{100};
+
+void SetTime(SystemClock::time_point time, google::protobuf::Timestamp* out) {
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
+  out->set_seconds(ns / 1000000000);
+  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+milliseconds ToMillis(const google::protobuf::Duration& d) {
+  return milliseconds(d.seconds() * 1000 + d.nanos() / 1000000);
+}
+
+v1::TaskStatus ToProto(const TaskSnapshot& task) {
+  v1::TaskStatus out;
+  out.set_job_id(task.job_id);
+  out.set_attempt(task.attempt);
+  out.set_rank(task.rank);
+  out.set_state(task.phase == TaskPhase::kStopping ? v1::TASK_STATE_STOPPING
+                                                   : v1::TASK_STATE_RUNNING);
+  out.set_pid(task.pid);
+  out.set_step(task.step);
+  out.set_slot_index(task.slot_index);
+  return out;
+}
+
+AssignmentSpec FromProto(const v1::Assignment& a) {
+  AssignmentSpec spec;
+  spec.job_id = a.job_id();
+  spec.attempt = a.attempt();
+  for (const v1::RankAssignment& r : a.ranks()) {
+    spec.ranks.push_back({r.rank(), r.stage(), r.replica(), r.slot_index()});
+  }
+  spec.world_size = a.world_size();
+  spec.config_yaml = a.config_yaml();
+  spec.rendezvous_address = a.rendezvous_address();
+  for (const auto& [name, value] : a.env()) spec.env[name] = value;
+  return spec;
+}
+
+v1::WorkerMessage ToProto(const MetricBatch& batch) {
+  v1::WorkerMessage message;
+  v1::MetricReport* report = message.mutable_metrics();
+  report->set_job_id(batch.job_id);
+  report->set_attempt(batch.attempt);
+  report->set_rank(batch.rank);
+  for (const ReportedStep& p : batch.points) {
+    v1::MetricPoint* point = report->add_points();
+    point->set_step(p.values.step);
+    point->set_loss(p.values.loss);
+    point->set_nll(p.values.nll);
+    point->set_lr(p.values.lr);
+    point->set_grad_norm(p.values.grad_norm);
+    point->set_tokens_per_s(p.values.tokens_per_s);
+    point->set_update_norm(p.values.update_norm.value_or(0.0));
+    SetTime(p.time, point->mutable_time());
+    point->set_attempt(batch.attempt);
+    point->set_memory_bytes(p.memory_bytes);
+  }
+  for (int64_t step : batch.checkpoint_steps) report->add_checkpoint_steps(step);
+  return message;
+}
+
+v1::WorkerMessage ToProto(const TaskExit& exit) {
+  v1::WorkerMessage message;
+  v1::TrainerExit* out = message.mutable_trainer_exit();
+  out->set_job_id(exit.job_id);
+  out->set_attempt(exit.attempt);
+  out->set_rank(exit.rank);
+  out->set_exit_code(exit.exit_code);
+  out->set_signal(exit.signal);
+  SetTime(exit.time, out->mutable_time());
+  out->set_message(exit.message);
+  out->set_requested(exit.requested);
+  return message;
+}
+
+}  // namespace
+
+struct WorkerAgent::Rpc {
+  std::unique_ptr<v1::WorkerService::Stub> stub;
+};
+
+struct WorkerAgent::Session {
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream;
+  std::string worker_id;
+  int64_t epoch = 0;
+  int64_t sequence = 0;
+};
+
+struct WorkerAgent::Outbox {
+  std::deque<v1::WorkerMessage> messages;
+};
+
+absl::Status Validate(const WorkerAgentOptions& o) {
+  if (o.coordinator.empty()) return absl::InvalidArgumentError("--coordinator: no address given");
+  if (o.worker_name.empty()) return absl::InvalidArgumentError("--name: empty worker name");
+  if (o.supervisor.trainer.empty()) return absl::InvalidArgumentError("--trainer: no path given");
+  if (o.supervisor.work_dir.empty())
+    return absl::InvalidArgumentError("--work-dir: no folder given");
+  if (o.supervisor.slots.empty()) return absl::InvalidArgumentError("--slots: no slots");
+  if (o.rpc_timeout.count() <= 0 || o.max_backoff.count() <= 0 || o.poll_interval.count() <= 0 ||
+      o.default_heartbeat_interval.count() <= 0) {
+    return absl::InvalidArgumentError(
+        "worker agent: rpc_timeout, max_backoff, poll_interval and default_heartbeat_interval "
+        "must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<WorkerAgent>> WorkerAgent::Create(
+    const WorkerAgentOptions& options) {
+  if (absl::Status status = Validate(options); !status.ok()) return status;
+  rpc::ChannelOptions channel_options;
+  channel_options.address = options.coordinator;
+  channel_options.ca_cert_file = options.ca_cert_file;
+  channel_options.tls_server_name = options.tls_server_name;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = rpc::MakeChannel(channel_options);
+  if (!channel.ok()) return channel.status();
+  return std::unique_ptr<WorkerAgent>(new WorkerAgent(options, *std::move(channel)));
+}
+
+WorkerAgent::WorkerAgent(const WorkerAgentOptions& options, std::shared_ptr<grpc::Channel> channel)
+    : options_(options),
+      channel_(std::move(channel)),
+      rpc_(new Rpc{v1::WorkerService::NewStub(channel_)}),
+      supervisor_(options.supervisor),
+      outbox_(new Outbox) {}
+
+WorkerAgent::~WorkerAgent() { Shutdown(milliseconds(0)); }
+
+void WorkerAgent::Start() {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (started_ || shut_down_) return;
+  started_ = true;
+  session_thread_ = std::thread([this] { SessionLoop(); });
+  supervision_thread_ = std::thread([this] { SupervisionLoop(); });
+}
+
+void WorkerAgent::Shutdown(milliseconds grace) {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  stopping_.store(true);
+  supervisor_.StopAll(grace);
+  if (started_) {
+    // The supervision thread reaps the trainers and sends their exits while connected.
+    const auto deadline = SteadyClock::now() + grace + std::chrono::seconds(5);
+    while (SteadyClock::now() < deadline) {
+      bool outbox_empty = false;
+      {
+        std::lock_guard<std::mutex> outbox_lock(outbox_mu_);
+        outbox_empty = outbox_->messages.empty();
+      }
+      if (supervisor_.size() == 0 && (outbox_empty || !state().connected)) break;
+      std::this_thread::sleep_for(options_.poll_interval);
+    }
+    supervision_stop_.store(true);
+    supervision_thread_.join();
+    CancelSession("worker shutting down");
+    wake_.notify_all();
+    session_thread_.join();
+  }
+  spdlog::info("[agent] stopped ({} trainer(s) left to kill)", supervisor_.size());
+}
+
+AgentState WorkerAgent::state() const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return state_;
+}
+
+std::vector<TaskSnapshot> WorkerAgent::Tasks() const { return supervisor_.Tasks(); }
+
+void WorkerAgent::WaitFor(milliseconds delay) {
+  std::unique_lock<std::mutex> lock(wait_mu_);
+  wake_.wait_for(lock, delay, [this] { return stopping_.load(); });
+}
+
+void WorkerAgent::CancelSession(const char* why) {
+  std::lock_guard<std::mutex> lock(cancel_mu_);
+  if (active_context_ == nullptr) return;
+  spdlog::info("[agent] closing the session: {}", why);
+  active_context_->TryCancel();
+}
+
+void WorkerAgent::SessionLoop() {
+  milliseconds backoff = kInitialBackoff;
+  while (!stopping_.load()) {
+    if (RunSession()) backoff = kInitialBackoff;
+    if (stopping_.load()) break;
+    WaitFor(backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+bool WorkerAgent::RunSession() {
+  v1::RegisterWorkerRequest request;
+  request.set_worker_name(options_.worker_name);
+  v1::HostInfo* host = request.mutable_host();
+  host->set_hostname(options_.host.hostname);
+  host->set_address(options_.host.address);
+  host->set_cpu_count(options_.host.cpu_count);
+  host->set_memory_bytes(options_.host.memory_bytes);
+  host->set_gpu_count(static_cast<int32_t>(options_.host.gpu_names.size()));
+  for (const std::string& name : options_.host.gpu_names) host->add_gpu_names(name);
+  host->set_version(options_.host.version);
+  host->set_torch_version(options_.host.torch_version);
+  for (const SlotInfo& slot : options_.supervisor.slots) {
+    v1::WorkerSlot* out = request.add_slots();
+    out->set_index(slot.index);
+    out->set_kind(slot.cuda ? v1::DEVICE_KIND_CUDA : v1::DEVICE_KIND_CPU);
+    out->set_device_index(slot.device_index);
+  }
+  for (const TaskSnapshot& task : supervisor_.Tasks()) *request.add_running_tasks() = ToProto(task);
+
+  v1::RegisterWorkerResponse response;
+  {
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, options_.token, options_.rpc_timeout);
+    const grpc::Status status = rpc_->stub->RegisterWorker(&context, request, &response);
+    if (!status.ok()) {
+      // The first failure of a streak, then about once a minute at the capped backoff.
+      if (register_failures_++ % 30 == 0) {
+        spdlog::warn("[agent] RegisterWorker at {} failed ({} time(s) in a row, retrying): {}",
+                     options_.coordinator, register_failures_, rpc::Describe(status));
+      }
+      return false;
+    }
+    register_failures_ = 0;
+  }
+  auto session = std::make_unique<Session>();
+  session->context = std::make_unique<grpc::ClientContext>();
+  rpc::PrepareContext(session->context.get(), options_.token, milliseconds(0));  // Long-lived.
+  session->worker_id = response.worker_id();
+  session->epoch = response.epoch();
+  session->stream = rpc_->stub->Session(session->context.get());
+  auto* stream = session->stream.get();
+  {
+    std::lock_guard<std::mutex> lock(cancel_mu_);
+    active_context_ = session->context.get();
+  }
+  {
+    std::lock_guard<std::mutex> lock(timing_mu_);
+    heartbeat_interval_ =
+        response.has_heartbeat_interval() && ToMillis(response.heartbeat_interval()).count() > 0
+            ? ToMillis(response.heartbeat_interval())
+            : options_.default_heartbeat_interval;
+    lease_duration_ = ToMillis(response.lease_duration());
+    next_heartbeat_ = SteadyClock::now();  // A heartbeat right after the start.
+    last_heard_ = SteadyClock::now();
+  }
+  epoch_.store(response.epoch());
+  {
+    std::lock_guard<std::mutex> lock(session_mu_);
+    session_ = std::move(session);
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    state_.worker_id = response.worker_id();
+    state_.epoch = response.epoch();
+    state_.connected = true;
+    ++state_.registrations;
+  }
+  spdlog::info("[agent] registered as {} (epoch {}) with {} running task(s)", response.worker_id(),
+               response.epoch(), request.running_tasks_size());
+  if (stopping_.load()) CancelSession("worker shutting down");
+
+  v1::WorkerMessage start;
+  start.mutable_start();
+  if (Send(start)) {
+    v1::CoordinatorMessage message;
+    while (stream->Read(&message)) {
+      {
+        std::lock_guard<std::mutex> lock(timing_mu_);
+        last_heard_ = SteadyClock::now();
+      }
+      HandleCommand(message);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    state_.connected = false;
+  }
+  std::unique_ptr<Session> ended;
+  {
+    std::lock_guard<std::mutex> lock(session_mu_);
+    ended = std::move(session_);
+  }
+  {
+    std::lock_guard<std::mutex> lock(cancel_mu_);
+    active_context_ = nullptr;
+  }
+  // Read() failed, so the call is over (or cancelled): Finish() returns its status at once.
+  ended->context->TryCancel();
+  const grpc::Status status = ended->stream->Finish();
+  spdlog::warn("[agent] session (epoch {}) ended: {}; trainers keep running", ended->epoch,
+               rpc::Describe(status));
+  return true;
+}
+
+bool WorkerAgent::Send(v1::WorkerMessage& message) {
+  std::lock_guard<std::mutex> lock(session_mu_);
+  if (!session_) return false;
+  message.set_worker_id(session_->worker_id);
+  message.set_epoch(session_->epoch);
+  message.set_sequence(++session_->sequence);
+  return session_->stream->Write(message);
+}
+
+void WorkerAgent::HandleCommand(const v1::CoordinatorMessage& message) {
+  if (message.body_case() == v1::CoordinatorMessage::kLease) return;  // last_heard_ is enough.
+  const bool assignment = message.body_case() == v1::CoordinatorMessage::kAssignment;
+  if (!assignment && message.body_case() != v1::CoordinatorMessage::kCancellation) {
+    spdlog::warn("[agent] ignoring coordinator message {} with no known body", message.sequence());
+    return;
+  }
+  const std::string& job_id =
+      assignment ? message.assignment().job_id() : message.cancellation().job_id();
+  const int attempt =
+      assignment ? message.assignment().attempt() : message.cancellation().attempt();
+  const std::string what = absl::StrCat(assignment ? "assignment" : "cancellation", " of job ",
+                                        job_id, " attempt ", attempt);
+  v1::WorkerMessage reply;
+  v1::CommandResult* result = reply.mutable_command_result();
+  result->set_command_sequence(message.sequence());
+  const int64_t epoch = epoch_.load();
+  if (message.epoch() != epoch) {
+    result->set_accepted(false);
+    result->set_error(absl::StrCat(what, " refused: it carries epoch ", message.epoch(),
+                                   " but this worker's registration is epoch ", epoch,
+                                   message.epoch() < epoch ? " (stale command)" : ""));
+  } else if (assignment) {
+    const absl::Status status = supervisor_.Assign(FromProto(message.assignment()));
+    result->set_accepted(status.ok());
+    if (!status.ok()) result->set_error(std::string(status.message()));
+  } else {
+    const v1::Cancellation& c = message.cancellation();
+    const int stopped = supervisor_.Cancel(c.job_id(), c.attempt(), ToMillis(c.grace_period()));
+    spdlog::info("[agent] {}: stopping {} rank(s) ({}), grace {} ms", what, stopped, c.reason(),
+                 ToMillis(c.grace_period()).count());
+    result->set_accepted(true);
+  }
+  if (!result->accepted()) spdlog::warn("[agent] {}", result->error());
+  Send(reply);
+}
+
+void WorkerAgent::SupervisionLoop() {
+  while (!supervision_stop_.load()) {
+    TrainerSupervisor::Events events = supervisor_.Poll();
+    if (!events.metrics.empty() || !events.exits.empty()) {
+      std::lock_guard<std::mutex> lock(outbox_mu_);
+      // Reports first: the coordinator sees a rank's last points before its exit.
+      for (const MetricBatch& batch : events.metrics) outbox_->messages.push_back(ToProto(batch));
+      for (const TaskExit& exit : events.exits) outbox_->messages.push_back(ToProto(exit));
+      while (outbox_->messages.size() > kMaxOutbox) {
+        auto report = std::find_if(outbox_->messages.begin(), outbox_->messages.end(),
+                                   [](const v1::WorkerMessage& m) { return m.has_metrics(); });
+        if (report == outbox_->messages.end()) break;
+        outbox_->messages.erase(report);
+      }
+    }
+    FlushOutbox();
+    SendHeartbeatIfDue();
+    Watchdog();
+    std::this_thread::sleep_for(options_.poll_interval);
+  }
+}
+
+void WorkerAgent::FlushOutbox() {
+  std::lock_guard<std::mutex> lock(outbox_mu_);
+  while (!outbox_->messages.empty()) {
+    v1::WorkerMessage message = outbox_->messages.front();
+    if (!Send(message)) return;  // Kept for the next session.
+    outbox_->messages.pop_front();
+  }
+}
+
+void WorkerAgent::SendHeartbeatIfDue() {
+  const auto now = SteadyClock::now();
+  {
+    std::lock_guard<std::mutex> lock(timing_mu_);
+    if (now < next_heartbeat_) return;
+    next_heartbeat_ = now + heartbeat_interval_;
+  }
+  v1::WorkerMessage message;
+  v1::Heartbeat* heartbeat = message.mutable_heartbeat();
+  SetTime(SystemClock::now(), heartbeat->mutable_time());
+  for (const TaskSnapshot& task : supervisor_.Tasks()) *heartbeat->add_tasks() = ToProto(task);
+  Send(message);
+}
+
+void WorkerAgent::Watchdog() {
+  if (!state().connected) return;
+  {
+    std::lock_guard<std::mutex> lock(timing_mu_);
+    // LeaseRenewal answers every heartbeat: silence for two leases means the coordinator (or
+    // the path to it) is gone even though the stream looks open.
+    if (lease_duration_.count() <= 0 || SteadyClock::now() - last_heard_ < 2 * lease_duration_) {
+      return;
+    }
+    last_heard_ = SteadyClock::now();  // Cancel once.
+  }
+  CancelSession("no message from the coordinator for two lease durations");
+}
+
+}  // namespace deepnet::agent

@@ -1,0 +1,153 @@
+#pragma once
+// The worker daemon's control loop: registers with the coordinator's WorkerService, keeps one
+// Session stream open (heartbeats, lease renewals, assignments, cancellations, trainer exits,
+// metric reports) and runs the assigned trainers through a TrainerSupervisor. Survives the
+// coordinator's restarts: trainers keep running while it registers again (listing them) and
+// opens a new session. Torch-free.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/daemon/host_facts.h"
+#include "worker/daemon/trainer_supervisor.h"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+}  // namespace grpc
+namespace deepnet::v1 {
+class CoordinatorMessage;
+class WorkerMessage;
+}  // namespace deepnet::v1
+
+namespace deepnet::agent {
+
+struct WorkerAgentOptions {
+  // host:port of the coordinator.
+  std::string coordinator;
+  // PEM CA file; non-empty turns TLS on. tls_server_name overrides the name checked.
+  std::string ca_cert_file;
+  std::string tls_server_name;
+  // Bearer token of this worker; empty sends none.
+  std::string token;
+  // Stable worker name (the coordinator maps it to the same worker id); non-empty.
+  std::string worker_name;
+  HostFacts host;
+  // What the trainers run with; supervisor.slots are the worker's slots (non-empty).
+  SupervisorOptions supervisor;
+  // Deadline of every unary call (RegisterWorker). > 0.
+  std::chrono::milliseconds rpc_timeout{10000};
+  // Retry delays after a failed registration or a broken session: from 100 ms, doubling, up
+  // to this. > 0.
+  std::chrono::milliseconds max_backoff{2000};
+  // How often trainers are checked for exits and output. > 0.
+  std::chrono::milliseconds poll_interval{50};
+  // Heartbeat period when the coordinator names none.
+  std::chrono::milliseconds default_heartbeat_interval{1000};
+};
+
+[[nodiscard]] absl::Status Validate(const WorkerAgentOptions& options);
+
+// Progress of the agent, for tests and logs.
+struct AgentState {
+  std::string worker_id;
+  // Epoch of the current registration; 0 before the first.
+  int64_t epoch = 0;
+  // Whether a session stream is open now.
+  bool connected = false;
+  // Registrations that succeeded so far.
+  int registrations = 0;
+};
+
+// Thread-safety: safe for concurrent use. Start() runs two threads of its own: the session
+// thread (registration, reading commands) and the supervision thread (reaping, heartbeats,
+// sending exits and metrics); writes to the stream are serialised by a lock.
+class WorkerAgent {
+ public:
+  // Validates the options and makes the channel (does not connect). InvalidArgument naming the
+  // option or flag.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<WorkerAgent>> Create(
+      const WorkerAgentOptions& options);
+  // Shutdown(0) if still running.
+  ~WorkerAgent();
+  WorkerAgent(const WorkerAgent&) = delete;
+  WorkerAgent& operator=(const WorkerAgent&) = delete;
+
+  // Starts the threads; returns at once. Call once.
+  void Start();
+  // Stops every trainer (SIGTERM, SIGKILL after `grace`), waits until all were reaped and,
+  // when connected, their exits were sent (at most grace + 5 s), then closes the session and
+  // joins the threads. Blocks. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace);
+
+  AgentState state() const;
+  std::vector<TaskSnapshot> Tasks() const;
+
+ private:
+  struct Session;
+  struct Outbox;
+
+  WorkerAgent(const WorkerAgentOptions& options, std::shared_ptr<grpc::Channel> channel);
+  void SessionLoop();
+  void SupervisionLoop();
+  // One registration + session; returns when the stream ends. False when registering failed.
+  bool RunSession();
+  void HandleCommand(const v1::CoordinatorMessage& message);
+  // Stamps `message` with the session's worker id, epoch and next sequence number and writes
+  // it; false when no session is open or the write failed.
+  bool Send(v1::WorkerMessage& message);
+  void FlushOutbox();
+  void SendHeartbeatIfDue();
+  void WaitFor(std::chrono::milliseconds delay);
+
+  const WorkerAgentOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  struct Rpc;
+  std::unique_ptr<Rpc> rpc_;  // The WorkerService stub (safe for concurrent use).
+  TrainerSupervisor supervisor_;
+
+  int register_failures_ = 0;  // In a row; used by the session thread only.
+  std::atomic<bool> stopping_{false};
+  std::mutex wait_mu_;
+  std::condition_variable wake_;  // Ends backoff waits at shutdown.
+
+  // Lock order: outbox_mu_, then session_mu_; timing_mu_ and cancel_mu_ are leaves.
+  mutable std::mutex session_mu_;     // Serialises stream writes (which may block) and guards:
+  std::unique_ptr<Session> session_;  // null between sessions.
+  std::atomic<int64_t> epoch_{0};     // Of the current registration; commands are checked on it.
+
+  mutable std::mutex state_mu_;
+  AgentState state_;  // Guarded by state_mu_.
+
+  std::mutex timing_mu_;  // Guards the four below.
+  std::chrono::milliseconds heartbeat_interval_{1000};
+  std::chrono::milliseconds lease_duration_{0};
+  std::chrono::steady_clock::time_point next_heartbeat_;
+  std::chrono::steady_clock::time_point last_heard_;  // Last message from the coordinator.
+
+  std::mutex cancel_mu_;
+  grpc::ClientContext* active_context_ = nullptr;  // Of the open stream; guarded by cancel_mu_.
+  void CancelSession(const char* why);
+  void Watchdog();
+
+  std::mutex outbox_mu_;
+  std::unique_ptr<Outbox> outbox_;  // Guarded by outbox_mu_: exits and reports not yet sent.
+
+  std::atomic<bool> supervision_stop_{false};
+  std::mutex shutdown_mu_;  // Makes Shutdown idempotent; guards the two flags.
+  bool started_ = false;
+  bool shut_down_ = false;
+  std::thread session_thread_;
+  std::thread supervision_thread_;
+};
+
+}  // namespace deepnet::agent

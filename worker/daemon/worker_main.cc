@@ -1,0 +1,162 @@
+// deepnet-worker: the worker daemon. Parses flags (each with an environment fallback for
+// Kubernetes and Slurm), builds the agent and runs it until SIGTERM/SIGINT; the work is done
+// by worker/daemon/worker_agent.cc.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "proto/rpc/rpc_util.h"
+#include "worker/daemon/health_server.h"
+#include "worker/daemon/host_facts.h"
+#include "worker/daemon/worker_agent.h"
+
+extern char** environ;
+
+namespace {
+
+#ifndef DEEPNET_VERSION
+#define DEEPNET_VERSION "unknown"
+#endif
+#ifndef DEEPNET_TORCH_VERSION
+#define DEEPNET_TORCH_VERSION ""
+#endif
+
+std::string Hostname() {
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("worker");
+}
+
+// The `deepnet` binary next to this one.
+std::string DefaultTrainer() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("deepnet") : (self.parent_path() / "deepnet").string();
+}
+
+int Fail(const std::string& message) {
+  std::cerr << "deepnet-worker: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace deepnet;
+  CLI::App app{"deepnet-worker: runs DeepNet trainer processes for the coordinator"};
+  app.set_version_flag("--version", DEEPNET_VERSION);
+  std::string coordinator;
+  std::string name;
+  int slots = 0;
+  std::string work_dir;
+  std::string trainer;
+  std::string token;
+  std::string token_file;
+  std::string ca_cert;
+  std::string tls_server_name;
+  std::string listen = "0.0.0.0:7071";
+  std::string advertise_address;
+  double stop_grace_s = 30.0;
+  app.add_option("--coordinator", coordinator, "Coordinator address host:port")
+      ->envname("DEEPNET_COORDINATOR")
+      ->required();
+  app.add_option("--name", name, "Stable worker name (default: hostname)")
+      ->envname("DEEPNET_WORKER_NAME");
+  app.add_option("--slots", slots, "Slots (default: one per GPU, else 1 CPU slot)")
+      ->envname("DEEPNET_SLOTS")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--work-dir", work_dir,
+                 "Folder for job configs and trainer logs (default: deepnet-work/NAME)")
+      ->envname("DEEPNET_WORK_DIR");
+  app.add_option("--trainer", trainer, "Path of the deepnet binary (default: next to this one)")
+      ->envname("DEEPNET_TRAINER");
+  app.add_option("--token", token, "Bearer token (else DEEPNET_TOKEN)");
+  app.add_option("--token-file", token_file,
+                 "File holding the bearer token (else DEEPNET_TOKEN_FILE)");
+  app.add_option("--ca-cert", ca_cert, "PEM CA certificate: use TLS to the coordinator")
+      ->envname("DEEPNET_CA_CERT");
+  app.add_option("--tls-server-name", tls_server_name, "Name the coordinator certificate carries");
+  app.add_option("--listen", listen, "Health and reflection address host:port")
+      ->envname("DEEPNET_WORKER_LISTEN")
+      ->capture_default_str();
+  app.add_option("--advertise-address", advertise_address,
+                 "This host's address for Gloo/NCCL sockets (default: the hostname's address)")
+      ->envname("DEEPNET_ADVERTISE_ADDRESS");
+  app.add_option("--stop-grace", stop_grace_s,
+                 "Seconds trainers get to checkpoint after SIGTERM when the worker stops")
+      ->envname("DEEPNET_STOP_GRACE")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // Before any thread starts: SIGTERM/SIGINT are taken by sigwait() below only; trainers get
+  // an empty mask and default actions (TrainerProcess).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  agent::WorkerAgentOptions options;
+  options.coordinator = coordinator;
+  options.worker_name = name.empty() ? Hostname() : name;
+  options.ca_cert_file = ca_cert;
+  options.tls_server_name = tls_server_name;
+  absl::StatusOr<std::string> resolved = rpc::ResolveToken(token, token_file, "DEEPNET_TOKEN");
+  if (!resolved.ok()) return Fail(std::string(resolved.status().message()));
+  options.token = *resolved;
+
+  agent::SupervisorOptions& sup = options.supervisor;
+  sup.trainer = trainer.empty() ? DefaultTrainer() : trainer;
+  if (access(sup.trainer.c_str(), X_OK) != 0) {
+    return Fail("--trainer " + sup.trainer + ": not an executable file");
+  }
+  std::error_code ec;
+  sup.work_dir = std::filesystem::absolute(
+                     work_dir.empty() ? "deepnet-work/" + options.worker_name : work_dir, ec)
+                     .string();
+  std::filesystem::create_directories(sup.work_dir, ec);
+  if (ec) return Fail("--work-dir " + sup.work_dir + ": " + ec.message());
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::vector<std::string> gpus =
+      agent::DetectGpus("/proc/driver/nvidia/gpus",
+                        visible != nullptr ? std::optional<std::string>(visible) : std::nullopt);
+  absl::StatusOr<std::vector<agent::SlotInfo>> planned =
+      agent::PlanSlots(slots, static_cast<int>(gpus.size()));
+  if (!planned.ok()) return Fail(std::string(planned.status().message()));
+  sup.slots = *planned;
+  for (char** e = environ; *e != nullptr; ++e) sup.base_env.emplace_back(*e);
+  sup.token = options.token;
+  sup.ca_cert_file = ca_cert.empty() ? "" : std::filesystem::absolute(ca_cert, ec).string();
+  sup.tls_server_name = tls_server_name;
+  sup.advertise_address = advertise_address;
+  options.host =
+      agent::DetectHostFacts(advertise_address, gpus, DEEPNET_VERSION, DEEPNET_TORCH_VERSION);
+
+  int port = 0;
+  absl::StatusOr<std::unique_ptr<grpc::Server>> health = agent::StartHealthServer(listen, &port);
+  if (!health.ok()) return Fail(std::string(health.status().message()));
+  absl::StatusOr<std::unique_ptr<agent::WorkerAgent>> worker = agent::WorkerAgent::Create(options);
+  if (!worker.ok()) return Fail(std::string(worker.status().message()));
+  spdlog::info("[agent] deepnet-worker {} '{}': {} {} slot(s), coordinator {}, health on port {}",
+               DEEPNET_VERSION, options.worker_name, sup.slots.size(),
+               sup.slots.front().cuda ? "cuda" : "cpu", coordinator, port);
+  (*worker)->Start();
+
+  int received = 0;
+  while (sigwait(&signals, &received) != 0) {
+  }
+  spdlog::info("[agent] signal {}: stopping trainers", received);
+  (*worker)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000)));
+  (*health)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  return 0;
+}
