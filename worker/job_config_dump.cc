@@ -127,7 +127,9 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "max_restarts", sched.max_restarts);
   EmitDouble(out, "hang_timeout_s", sched.hang_timeout_s);
   EmitDouble(out, "start_timeout_s", sched.start_timeout_s);
-  out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "labels" << YAML::Value;
+  if (sched.labels.empty()) out << YAML::Flow;  // "labels: {}" rather than a lone "{}" line.
+  out << YAML::BeginMap;
   for (const auto& [key, value] : sched.labels) out << YAML::Key << key << YAML::Value << value;
   out << YAML::EndMap;
   out << YAML::EndMap;

@@ -636,7 +636,8 @@ TEST(JobConfigTest, SchedulingSectionHasDefaultsAndIsChecked) {
 }
 
 TEST(JobConfigTest, SchedulingLabelsAreChecked) {
-  for (const std::string key : {"Team", "a b", "x/y", "", std::string(64, 'k')}) {
+  for (const std::string& key :
+       std::vector<std::string>{"Team", "a b", "x/y", "", std::string(64, 'k')}) {
     SCOPED_TRACE(key);
     EXPECT_EQ(ParseError("scheduling:\n  labels: {'" + key + "': v}\n"),
               "job.yaml: scheduling.labels: key '" + key + "' must match [a-z0-9_.-]{1,63}");
