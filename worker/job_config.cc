@@ -294,6 +294,8 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("parallel.micro_batches", par.micro_batches, 1);
   // PartitionStages (worker/stage_partition.h) splits the layers into any P in [1, layers]
   // and refuses every other P; the launchers count ranks in 32 bits.
+  check.AtMost("parallel.pipeline_stages", par.pipeline_stages, kMaxRanks);
+  check.AtMost("parallel.data_parallel", par.data_parallel, kMaxRanks);
   int64_t layers = 0;
   const bool layers_known =
       !check.AnyBad({"model.encoder_layers", "model.decoder_layers"}) &&
@@ -304,8 +306,6 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
                   absl::StrCat("must be <= the model's ", layers, " layers (got ",
                                par.pipeline_stages, ")"));
   }
-  check.AtMost("parallel.pipeline_stages", par.pipeline_stages, kMaxRanks);
-  check.AtMost("parallel.data_parallel", par.data_parallel, kMaxRanks);
   if (!check.AnyBad({"parallel.pipeline_stages", "parallel.data_parallel"}) &&
       par.pipeline_stages > kMaxRanks / par.data_parallel) {
     problems->Add("parallel.data_parallel",

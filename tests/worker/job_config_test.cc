@@ -660,6 +660,9 @@ TEST(JobConfigTest, WorldSizeFitsThirtyTwoBits) {
   EXPECT_EQ(ParseError("model: {encoder_layers: 3000000000}\n"
                        "parallel: {pipeline_stages: 2147483648}\n"),
             "job.yaml: parallel.pipeline_stages: must be <= 2147483647 (got 2147483648)");
+  // Above both bounds: reported once.
+  EXPECT_EQ(ParseError("parallel: {pipeline_stages: 10000000000}\n"),
+            "job.yaml: parallel.pipeline_stages: must be <= 2147483647 (got 10000000000)");
   EXPECT_EQ(ParseError("parallel: {data_parallel: 2147483648}\n"),
             "job.yaml: parallel.data_parallel: must be <= 2147483647 (got 2147483648)");
   EXPECT_EQ(ParseError("model: {encoder_layers: 6}\nparallel: {pipeline_stages: 4, "
