@@ -4,35 +4,6 @@
 
 namespace deepnet::model {
 
-std::string_view ToString(NormVariant norm) {
-  switch (norm) {
-    case NormVariant::kDeepNorm: return "deepnorm";
-    case NormVariant::kPostLn: return "post_ln";
-    case NormVariant::kPreLn: return "pre_ln";
-    case NormVariant::kPostLnInit: return "post_ln_init";
-    case NormVariant::kDeepNormPreLn: return "deepnorm_preln";
-  }
-  return "unknown";
-}
-
-std::string_view ToString(Activation activation) {
-  return activation == Activation::kRelu ? "relu" : "gelu";
-}
-
-std::optional<NormVariant> ParseNormVariant(std::string_view name) {
-  for (NormVariant v : {NormVariant::kDeepNorm, NormVariant::kPostLn, NormVariant::kPreLn,
-                        NormVariant::kPostLnInit, NormVariant::kDeepNormPreLn}) {
-    if (ToString(v) == name) return v;
-  }
-  return std::nullopt;
-}
-
-std::optional<Activation> ParseActivation(std::string_view name) {
-  if (name == "relu") return Activation::kRelu;
-  if (name == "gelu") return Activation::kGelu;
-  return std::nullopt;
-}
-
 void Validate(const DeepNetConfig& c) {
   TORCH_CHECK(c.encoder_layers() >= 0, "encoder_layers must be >= 0, got ", c.encoder_layers());
   TORCH_CHECK(c.decoder_layers() >= 0, "decoder_layers must be >= 0, got ", c.decoder_layers());

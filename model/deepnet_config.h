@@ -1,11 +1,11 @@
 #pragma once
 
-#include <torch/arg.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "model/config_arg.h"
 
 namespace deepnet::model {
 
@@ -21,6 +21,8 @@ enum class NormVariant {
 
 enum class Activation { kRelu, kGelu };
 
+// Names as written in job configs ("deepnorm", "relu"); defined in deepnet_config_names.cc,
+// which needs no LibTorch (target deepnet_model_config).
 std::string_view ToString(NormVariant norm);
 std::string_view ToString(Activation activation);
 std::optional<NormVariant> ParseNormVariant(std::string_view name);
@@ -30,30 +32,31 @@ std::optional<Activation> ParseActivation(std::string_view name);
 /// (decoder-only or encoder-only models).
 /// Example: DeepNetConfig().encoder_layers(100).decoder_layers(100).d_model(64)
 struct DeepNetConfig {
-  TORCH_ARG(int64_t, encoder_layers) = 6;
-  TORCH_ARG(int64_t, decoder_layers) = 6;
-  TORCH_ARG(int64_t, d_model) = 512;
-  TORCH_ARG(int64_t, heads) = 8;
-  TORCH_ARG(int64_t, ffn_dim) = 2048;
+  DEEPNET_CONFIG_ARG(int64_t, encoder_layers) = 6;
+  DEEPNET_CONFIG_ARG(int64_t, decoder_layers) = 6;
+  DEEPNET_CONFIG_ARG(int64_t, d_model) = 512;
+  DEEPNET_CONFIG_ARG(int64_t, heads) = 8;
+  DEEPNET_CONFIG_ARG(int64_t, ffn_dim) = 2048;
   // Size of the shared (or each) vocabulary, special tokens included.
-  TORCH_ARG(int64_t, vocab_size) = 8000;
+  DEEPNET_CONFIG_ARG(int64_t, vocab_size) = 8000;
   // Id of the padding token: its embedding row is zero and it is ignored by the loss.
-  TORCH_ARG(int64_t, pad_id) = 0;
-  TORCH_ARG(double, dropout) = 0.1;
-  TORCH_ARG(double, attention_dropout) = 0.0;
-  TORCH_ARG(double, activation_dropout) = 0.0;
-  TORCH_ARG(Activation, activation) = Activation::kRelu;
+  DEEPNET_CONFIG_ARG(int64_t, pad_id) = 0;
+  DEEPNET_CONFIG_ARG(double, dropout) = 0.1;
+  DEEPNET_CONFIG_ARG(double, attention_dropout) = 0.0;
+  DEEPNET_CONFIG_ARG(double, activation_dropout) = 0.0;
+  DEEPNET_CONFIG_ARG(Activation, activation) = Activation::kRelu;
   // Longest sequence (in tokens) the sinusoidal position table covers.
-  TORCH_ARG(int64_t, max_positions) = 1024;
+  DEEPNET_CONFIG_ARG(int64_t, max_positions) = 1024;
   // Source embedding, target embedding and output projection are one tensor.
-  TORCH_ARG(bool, share_all_embeddings) = true;
+  DEEPNET_CONFIG_ARG(bool, share_all_embeddings) = true;
   // Without shared vocabularies: tie the decoder's input embedding and output projection.
-  TORCH_ARG(bool, share_decoder_input_output) = true;
-  TORCH_ARG(NormVariant, norm) = NormVariant::kDeepNorm;
-  TORCH_ARG(double, layer_norm_eps) = 1e-5;
+  DEEPNET_CONFIG_ARG(bool, share_decoder_input_output) = true;
+  DEEPNET_CONFIG_ARG(NormVariant, norm) = NormVariant::kDeepNorm;
+  DEEPNET_CONFIG_ARG(double, layer_norm_eps) = 1e-5;
 };
 
-/// Throws c10::Error (TORCH_CHECK) naming the first field that is out of range.
+/// Throws c10::Error (TORCH_CHECK) naming the first field that is out of range. Needs LibTorch
+/// (deepnet_model); code without it validates through worker::ParseJobConfig's rules.
 void Validate(const DeepNetConfig& config);
 
 }  // namespace deepnet::model

@@ -8,10 +8,10 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string_view>
 #include <system_error>
-#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -125,6 +125,13 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   parallel.Double("bucket_mb", &c->parallel.bucket_mb);
   parallel.String("partition", &c->parallel.partition);
   parallel.Finish();
+  YamlMapReader scheduling = top.Section("scheduling");
+  scheduling.Int("priority", &c->scheduling.priority);
+  scheduling.Int("max_restarts", &c->scheduling.max_restarts);
+  scheduling.Double("hang_timeout_s", &c->scheduling.hang_timeout_s);
+  scheduling.Double("start_timeout_s", &c->scheduling.start_timeout_s);
+  scheduling.StringMap("labels", &c->scheduling.labels);
+  scheduling.Finish();
   top.Finish();
 }
 
@@ -136,6 +143,9 @@ class RangeChecker {
 
   void AtLeast(const std::string& path, int64_t v, int64_t min) {
     if (v < min) problems_->Add(path, absl::StrCat("must be >= ", min, " (got ", v, ")"));
+  }
+  void AtMost(const std::string& path, int64_t v, int64_t max) {
+    if (v > max) problems_->Add(path, absl::StrCat("must be <= ", max, " (got ", v, ")"));
   }
   void Positive(const std::string& path, int64_t v) {
     if (v <= 0) problems_->Add(path, absl::StrCat("must be > 0 (got ", v, ")"));
@@ -170,6 +180,18 @@ class RangeChecker {
  private:
   ConfigProblems* problems_;
 };
+
+constexpr int64_t kMaxRanks = std::numeric_limits<int32_t>::max();
+constexpr size_t kMaxLabelKeyLength = 63;
+constexpr size_t kMaxLabelValueLength = 256;
+
+bool IsValidLabelKey(const std::string& key) {
+  if (key.empty() || key.size() > kMaxLabelKeyLength) return false;
+  return std::all_of(key.begin(), key.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+           ch == '-';
+  });
+}
 
 bool IsValidDevice(const std::string& device) {
   if (device == "cpu" || device == "cuda") return true;
@@ -270,11 +292,26 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("parallel.pipeline_stages", par.pipeline_stages, 1);
   check.AtLeast("parallel.data_parallel", par.data_parallel, 1);
   check.AtLeast("parallel.micro_batches", par.micro_batches, 1);
-  const int64_t layers = c.model.encoder_layers() + c.model.decoder_layers();
-  if (layers > 0 && par.pipeline_stages > layers && !check.AnyBad({"parallel.pipeline_stages"})) {
+  // PartitionStages (worker/stage_partition.h) splits the layers into any P in [1, layers]
+  // and refuses every other P; the launchers count ranks in 32 bits.
+  check.AtMost("parallel.pipeline_stages", par.pipeline_stages, kMaxRanks);
+  check.AtMost("parallel.data_parallel", par.data_parallel, kMaxRanks);
+  int64_t layers = 0;
+  const bool layers_known =
+      !check.AnyBad({"model.encoder_layers", "model.decoder_layers"}) &&
+      !__builtin_add_overflow(m.encoder_layers(), m.decoder_layers(), &layers) && layers > 0;
+  if (layers_known && par.pipeline_stages > layers &&
+      !check.AnyBad({"parallel.pipeline_stages"})) {
     problems->Add("parallel.pipeline_stages",
                   absl::StrCat("must be <= the model's ", layers, " layers (got ",
                                par.pipeline_stages, ")"));
+  }
+  if (!check.AnyBad({"parallel.pipeline_stages", "parallel.data_parallel"}) &&
+      par.pipeline_stages > kMaxRanks / par.data_parallel) {
+    problems->Add("parallel.data_parallel",
+                  absl::StrCat("parallel.pipeline_stages x parallel.data_parallel must be <= ",
+                               kMaxRanks, " ranks (got ", par.pipeline_stages, " x ",
+                               par.data_parallel, ")"));
   }
   if (par.schedule != "1f1b" && par.schedule != "gpipe") {
     problems->Add("parallel.schedule", absl::StrCat("must be 1f1b or gpipe (got '", par.schedule, "')"));
@@ -304,6 +341,26 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("parallel.rendezvous",
                   absl::StrCat("must start with tcp://, file:// or grpc:// (got '",
                                par.rendezvous, "')"));
+  }
+
+  const SchedulingConfig& sched = c.scheduling;
+  check.AtLeast("scheduling.priority", sched.priority, std::numeric_limits<int32_t>::min());
+  check.AtMost("scheduling.priority", sched.priority, std::numeric_limits<int32_t>::max());
+  check.AtLeast("scheduling.max_restarts", sched.max_restarts, 0);
+  check.AtMost("scheduling.max_restarts", sched.max_restarts, std::numeric_limits<int32_t>::max());
+  check.NonNegative("scheduling.hang_timeout_s", sched.hang_timeout_s);
+  check.Positive("scheduling.start_timeout_s", sched.start_timeout_s);
+  for (const auto& [key, value] : sched.labels) {
+    if (!IsValidLabelKey(key)) {
+      problems->Add("scheduling.labels",
+                    absl::StrCat("key '", key, "' must match [a-z0-9_.-]{1,", kMaxLabelKeyLength,
+                                 "}"));
+    }
+    if (value.size() > kMaxLabelValueLength) {
+      problems->Add(absl::StrCat("scheduling.labels.", key),
+                    absl::StrCat("must be at most ", kMaxLabelValueLength, " characters (got ",
+                                 value.size(), ")"));
+    }
   }
 }
 
@@ -349,21 +406,18 @@ void ApplyOverride(const std::string& override_text, YAML::Node root, ConfigProb
   cur[parts.back()] = value;
 }
 
-void EmitDouble(YAML::Emitter& out, const char* key, double v) {
-  out << YAML::Key << key << YAML::Value << FormatDouble(v);
-}
-
-template <typename T>
-void Emit(YAML::Emitter& out, const char* key, const T& v) {
-  static_assert(!std::is_floating_point_v<T>, "use EmitDouble");
-  out << YAML::Key << key << YAML::Value << v;
-}
-
 }  // namespace
 
 absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
                                          const std::vector<std::string>& overrides,
                                          const std::string& source_name) {
+  return ParseJobConfig(yaml_text, overrides, source_name, JobConfigCheck());
+}
+
+absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
+                                         const std::vector<std::string>& overrides,
+                                         const std::string& source_name,
+                                         const JobConfigCheck& extra_check) {
   try {
     ConfigProblems problems;
     std::vector<YAML::Node> documents;
@@ -382,7 +436,8 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
     if (!documents.empty() && !documents[0].IsNull()) root.reset(documents[0]);
     if (!root.IsMap()) {
       problems.Add("", absl::StrCat("expected a map of sections (name, model, data, optim, "
-                                    "train, checkpoint, runtime, parallel) at the top level (got ",
+                                    "train, checkpoint, runtime, parallel, scheduling) at the "
+                                    "top level (got ",
                                     DescribeYaml(root), ")"));
       return problems.ToStatus(source_name);
     }
@@ -392,6 +447,7 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
     JobConfig config;
     ReadJob(root, &config, &problems);
     Validate(config, &problems);
+    if (extra_check) extra_check(config, &problems);
     if (!problems.empty()) return problems.ToStatus(source_name);
     return config;
   } catch (const YAML::Exception& e) {
@@ -421,109 +477,6 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat("job config ", path, ": read failed"));
   }
   return ParseJobConfig(text.str(), overrides, path);
-}
-
-std::string DumpJobConfig(const JobConfig& c) {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  Emit(out, "name", c.name);
-
-  const model::DeepNetConfig& m = c.model;
-  out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
-  Emit(out, "encoder_layers", m.encoder_layers());
-  Emit(out, "decoder_layers", m.decoder_layers());
-  Emit(out, "d_model", m.d_model());
-  Emit(out, "heads", m.heads());
-  Emit(out, "ffn_dim", m.ffn_dim());
-  Emit(out, "vocab_size", m.vocab_size());
-  EmitDouble(out, "dropout", m.dropout());
-  EmitDouble(out, "attention_dropout", m.attention_dropout());
-  EmitDouble(out, "activation_dropout", m.activation_dropout());
-  Emit(out, "activation", std::string(model::ToString(m.activation())));
-  Emit(out, "max_positions", m.max_positions());
-  Emit(out, "share_all_embeddings", m.share_all_embeddings());
-  Emit(out, "share_decoder_input_output", m.share_decoder_input_output());
-  Emit(out, "norm", std::string(model::ToString(m.norm())));
-  EmitDouble(out, "layer_norm_eps", m.layer_norm_eps());
-  out << YAML::EndMap;
-
-  const DataConfig& d = c.data;
-  out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
-  Emit(out, "source", d.source);
-  Emit(out, "shard_dir", d.shard_dir);
-  out << YAML::Key << "synthetic" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "languages" << YAML::Value << YAML::Flow << d.synthetic.languages;
-  Emit(out, "pairs_per_language", d.synthetic.pairs_per_language);
-  Emit(out, "min_words", d.synthetic.min_words);
-  Emit(out, "max_words", d.synthetic.max_words);
-  Emit(out, "seed", d.synthetic.seed);
-  out << YAML::EndMap;
-  Emit(out, "train_path", d.train_path);
-  Emit(out, "valid_path", d.valid_path);
-  Emit(out, "src_lang", d.src_lang);
-  Emit(out, "tgt_lang", d.tgt_lang);
-  EmitDouble(out, "valid_fraction", d.valid_fraction);
-  Emit(out, "tokenizer", d.tokenizer);
-  Emit(out, "max_tokens", d.max_tokens);
-  Emit(out, "max_sentences", d.max_sentences);
-  Emit(out, "max_len", d.max_len);
-  EmitDouble(out, "temperature", d.temperature);
-  Emit(out, "prefetch", d.prefetch);
-  out << YAML::EndMap;
-
-  const OptimConfig& o = c.optim;
-  out << YAML::Key << "optim" << YAML::Value << YAML::BeginMap;
-  EmitDouble(out, "lr", o.lr);
-  out << YAML::Key << "betas" << YAML::Value << YAML::Flow << YAML::BeginSeq
-      << FormatDouble(o.beta1) << FormatDouble(o.beta2) << YAML::EndSeq;
-  EmitDouble(out, "eps", o.eps);
-  EmitDouble(out, "weight_decay", o.weight_decay);
-  Emit(out, "warmup_steps", o.warmup_steps);
-  EmitDouble(out, "warmup_init_lr", o.warmup_init_lr);
-  EmitDouble(out, "clip_norm", o.clip_norm);
-  Emit(out, "accum_steps", o.accum_steps);
-  EmitDouble(out, "label_smoothing", o.label_smoothing);
-  out << YAML::EndMap;
-
-  const TrainConfig& t = c.train;
-  out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
-  Emit(out, "max_steps", t.max_steps);
-  EmitDouble(out, "max_minutes", t.max_minutes);
-  Emit(out, "seed", t.seed);
-  Emit(out, "log_every", t.log_every);
-  Emit(out, "probe_every", t.probe_every);
-  Emit(out, "probe_sentences", t.probe_sentences);
-  Emit(out, "valid_every", t.valid_every);
-  Emit(out, "valid_max_pairs", t.valid_max_pairs);
-  out << YAML::EndMap;
-
-  out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
-  Emit(out, "dir", c.checkpoint.dir);
-  Emit(out, "every_steps", c.checkpoint.every_steps);
-  Emit(out, "keep_last", c.checkpoint.keep_last);
-  Emit(out, "resume", c.checkpoint.resume);
-  out << YAML::EndMap;
-
-  out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap;
-  Emit(out, "blas_threads", c.runtime.blas_threads);
-  Emit(out, "intra_op_threads", c.runtime.intra_op_threads);
-  Emit(out, "device", c.runtime.device);
-  out << YAML::EndMap;
-
-  out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap;
-  Emit(out, "pipeline_stages", c.parallel.pipeline_stages);
-  Emit(out, "data_parallel", c.parallel.data_parallel);
-  Emit(out, "micro_batches", c.parallel.micro_batches);
-  Emit(out, "schedule", c.parallel.schedule);
-  Emit(out, "backend", c.parallel.backend);
-  EmitDouble(out, "timeout_s", c.parallel.timeout_s);
-  Emit(out, "rendezvous", c.parallel.rendezvous);
-  EmitDouble(out, "bucket_mb", c.parallel.bucket_mb);
-  Emit(out, "partition", c.parallel.partition);
-  out << YAML::EndMap;
-
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
 }
 
 }  // namespace deepnet::worker

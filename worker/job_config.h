@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -130,8 +132,22 @@ struct ParallelConfig {
   int64_t world_size() const { return pipeline_stages * data_parallel; }
 };
 
-/// A training job: one YAML schema shared by `deepnet train --config` and (later) the
-/// coordinator's job spec. Every field has a default; see docs/CONFIG.md.
+/// How the coordinator schedules and supervises the job. `deepnet train` accepts and ignores it.
+struct SchedulingConfig {
+  // Higher runs first; any sign, within 32 bits.
+  int64_t priority = 0;
+  // Times a failed attempt is restarted (from the latest checkpoint) before the job fails; >= 0.
+  int64_t max_restarts = 2;
+  // An attempt that reports no progress for this many seconds is treated as hung; 0 disables.
+  double hang_timeout_s = 0.0;
+  // How long all ranks of an attempt may take to start and meet at the rendezvous; > 0.
+  double start_timeout_s = 300.0;
+  // Free-form labels; keys match [a-z0-9_.-]{1,63}, values are at most 256 characters.
+  std::map<std::string, std::string> labels;
+};
+
+/// A training job: one YAML schema shared by `deepnet train --config` and the coordinator's job
+/// spec (coordinator/job_spec.h). Every field has a default; see docs/CONFIG.md.
 struct JobConfig {
   std::string name = "deepnet";
   // vocab_size 0 means "take the tokenizer's vocabulary size".
@@ -142,7 +158,15 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   RuntimeConfig runtime;
   ParallelConfig parallel;
+  SchedulingConfig scheduling;
 };
+
+class ConfigProblems;  // worker/yaml_reader.h
+
+/// Rules a caller adds on top of ParseJobConfig's own (the coordinator's service rules). It sees
+/// the config as parsed, where a value that failed to parse kept its default, and adds its
+/// problems to `problems` (whose Bad(path) tells which fields were already reported).
+using JobConfigCheck = std::function<void(const JobConfig& config, ConfigProblems* problems)>;
 
 /// Parses YAML text into a JobConfig. `overrides` are `dotted.key=value` strings applied on
 /// top of the text (value parsed as YAML), e.g. "train.max_steps=10". Every problem is
@@ -152,6 +176,13 @@ struct JobConfig {
 absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
                                          const std::vector<std::string>& overrides = {},
                                          const std::string& source_name = "<config>");
+
+/// ParseJobConfig with `extra_check` run after the schema's checks, even when they found
+/// problems, so that one error lists every problem of both.
+absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
+                                         const std::vector<std::string>& overrides,
+                                         const std::string& source_name,
+                                         const JobConfigCheck& extra_check);
 
 /// Reads and parses a YAML file; an unreadable file is an error naming the path.
 absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,

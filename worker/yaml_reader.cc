@@ -147,6 +147,40 @@ void YamlMapReader::StringList(const char* key, std::vector<std::string>* out) {
   if (values.size() == node->size()) *out = std::move(values);
 }
 
+void YamlMapReader::StringMap(const char* key, std::map<std::string, std::string>* out) {
+  std::optional<YAML::Node> node = Get(key);
+  if (!node) return;
+  if (node->IsNull()) {
+    out->clear();
+    return;
+  }
+  if (!node->IsMap()) {
+    problems_->Add(PathOf(key),
+                   absl::StrCat("expected a map of strings (got ", DescribeYaml(*node), ")"));
+    return;
+  }
+  std::map<std::string, std::string> values;
+  bool ok = true;
+  for (const auto& entry : *node) {
+    if (!entry.first.IsScalar()) {
+      problems_->Add(PathOf(key), absl::StrCat("keys must be plain names (got ",
+                                               DescribeYaml(entry.first), ")"));
+      ok = false;
+      continue;
+    }
+    const std::string path = absl::StrCat(PathOf(key), ".", entry.first.Scalar());
+    std::string value;
+    if (std::optional<std::string> error = YamlToString(entry.second, &value)) {
+      problems_->Add(path, *error);
+      ok = false;
+    } else if (!values.emplace(entry.first.Scalar(), std::move(value)).second) {
+      problems_->Add(path, "duplicate key");
+      ok = false;
+    }
+  }
+  if (ok) *out = std::move(values);
+}
+
 void YamlMapReader::DoubleTuple(const char* key, std::initializer_list<double*> outs) {
   std::optional<YAML::Node> node = Get(key);
   if (!node) return;

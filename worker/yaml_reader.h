@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -65,6 +66,9 @@ class YamlMapReader {
   void String(const char* key, std::string* out) { Read(key, out, YamlToString); }
   // A list of strings; an empty value is the empty list.
   void StringList(const char* key, std::vector<std::string>* out);
+  // A map of names to strings, e.g. `labels: {team: mt}`; an empty value is the empty map.
+  // Keys must be plain scalars and unique; a null value is the empty string.
+  void StringMap(const char* key, std::map<std::string, std::string>* out);
   // A list of exactly outs.size() numbers, e.g. `betas: [0.9, 0.98]`.
   void DoubleTuple(const char* key, std::initializer_list<double*> outs);
 

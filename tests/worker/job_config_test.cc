@@ -8,8 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "worker/stage_partition.h"
+#include "worker/yaml_reader.h"
 
 namespace deepnet::worker {
 namespace {
@@ -95,6 +99,11 @@ void ExpectSameConfig(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.runtime.blas_threads, b.runtime.blas_threads);
   EXPECT_EQ(a.runtime.intra_op_threads, b.runtime.intra_op_threads);
   EXPECT_EQ(a.runtime.device, b.runtime.device);
+  EXPECT_EQ(a.scheduling.priority, b.scheduling.priority);
+  EXPECT_EQ(a.scheduling.max_restarts, b.scheduling.max_restarts);
+  EXPECT_EQ(a.scheduling.hang_timeout_s, b.scheduling.hang_timeout_s);
+  EXPECT_EQ(a.scheduling.start_timeout_s, b.scheduling.start_timeout_s);
+  EXPECT_EQ(a.scheduling.labels, b.scheduling.labels);
 }
 
 // Every section, every user-settable field different from its default.
@@ -160,6 +169,15 @@ runtime:
   blas_threads: 2
   intra_op_threads: 3
   device: cuda:1
+scheduling:
+  priority: -3
+  max_restarts: 5
+  hang_timeout_s: 120.5
+  start_timeout_s: 60
+  labels:
+    team: mt
+    exp.id: "42"
+    note: "a: #b"
 )yaml";
 
 TEST(JobConfigTest, EmptyTextGivesDefaults) {
@@ -233,6 +251,12 @@ TEST(JobConfigTest, ParsesEverySection) {
   EXPECT_EQ(c.runtime.blas_threads, 2);
   EXPECT_EQ(c.runtime.intra_op_threads, 3);
   EXPECT_EQ(c.runtime.device, "cuda:1");
+  EXPECT_EQ(c.scheduling.priority, -3);
+  EXPECT_EQ(c.scheduling.max_restarts, 5);
+  EXPECT_EQ(c.scheduling.hang_timeout_s, 120.5);
+  EXPECT_EQ(c.scheduling.start_timeout_s, 60.0);
+  EXPECT_EQ(c.scheduling.labels, (std::map<std::string, std::string>{
+                                     {"team", "mt"}, {"exp.id", "42"}, {"note", "a: #b"}}));
 }
 
 TEST(JobConfigTest, UnknownKeyIsNamedWithFullPathAndAllowedKeys) {
@@ -243,7 +267,7 @@ TEST(JobConfigTest, UnknownKeyIsNamedWithFullPathAndAllowedKeys) {
               HasSubstr("job.yaml: data.synthetic.langs: unknown key (allowed: languages, "));
   EXPECT_THAT(ParseError("optimizer:\n  lr: 1\n"),
               HasSubstr("job.yaml: optimizer: unknown key (allowed: name, model, data, optim, "
-                        "train, checkpoint, runtime, parallel)"));
+                        "train, checkpoint, runtime, parallel, scheduling)"));
 }
 
 TEST(JobConfigTest, PadIdIsNotUserSettable) {
@@ -372,7 +396,8 @@ TEST(JobConfigTest, NumbersAcceptYamlSpellings) {
 TEST(JobConfigTest, TopLevelMustBeAMap) {
   EXPECT_THAT(ParseError("- model\n- data\n"),
               HasSubstr("job.yaml: expected a map of sections (name, model, data, optim, train, "
-                        "checkpoint, runtime, parallel) at the top level (got a list)"));
+                        "checkpoint, runtime, parallel, scheduling) at the top level (got a "
+                        "list)"));
   EXPECT_THAT(ParseError("just text\n"), HasSubstr("at the top level (got 'just text')"));
   EXPECT_THAT(ParseError("name: a\n---\nname: b\n"),
               HasSubstr("job.yaml: expected one YAML document (got 2)"));
@@ -458,6 +483,9 @@ TEST(JobConfigTest, DumpThenParseRoundTripsEveryField) {
   original.data.tgt_lang = "a: #b";
   original.data.valid_path = "";
   original.checkpoint.dir = "runs/\xC3\xA9t\xC3\xA9\t\"q\"\n";
+  original.scheduling.hang_timeout_s = 0.1 + 0.2;
+  original.scheduling.labels["yes"] = "true";
+  original.scheduling.labels["empty"] = "";
   const std::string dumped = DumpJobConfig(original);
   absl::StatusOr<JobConfig> parsed = ParseJobConfig(dumped, {}, "dump");
   ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << dumped;
@@ -471,7 +499,8 @@ TEST(JobConfigTest, DumpOfDefaultsListsEveryKeyAndRoundTrips) {
   for (const char* key :
        {"name:", "model:", "encoder_layers:", "layer_norm_eps:", "synthetic:", "languages: []",
         "max_len:", "betas: [0.9, 0.98]", "label_smoothing:", "valid_every:", "checkpoint:",
-        "resume: true", "runtime:", "device: cpu"}) {
+        "resume: true", "runtime:", "device: cpu", "scheduling:", "priority: 0",
+        "max_restarts: 2", "hang_timeout_s: 0.0", "start_timeout_s: 300.0", "labels: {}"}) {
     EXPECT_THAT(dumped, HasSubstr(key));
   }
   EXPECT_THAT(dumped, Not(HasSubstr("pad_id")));
@@ -562,6 +591,145 @@ TEST(JobConfigTest, ParallelSectionIsParsedAndChecked) {
         "job.yaml: parallel.partition: must be flops or measured (got 'magic')"}) {
     EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
   }
+}
+
+TEST(JobConfigTest, SchedulingSectionHasDefaultsAndIsChecked) {
+  const JobConfig defaults = ParseOk("scheduling:\n");
+  EXPECT_EQ(defaults.scheduling.priority, 0);
+  EXPECT_EQ(defaults.scheduling.max_restarts, 2);
+  EXPECT_EQ(defaults.scheduling.hang_timeout_s, 0.0);
+  EXPECT_EQ(defaults.scheduling.start_timeout_s, 300.0);
+  EXPECT_TRUE(defaults.scheduling.labels.empty());
+  EXPECT_TRUE(ParseOk("scheduling:\n  labels:\n").scheduling.labels.empty());
+  EXPECT_EQ(ParseOk("scheduling: {priority: 2147483647}\n").scheduling.priority, 2147483647);
+  EXPECT_EQ(ParseOk("", {"scheduling.labels.team=x"}).scheduling.labels.at("team"), "x");
+  // Keys with dots are set through the whole map, since an override's key path splits at dots.
+  EXPECT_EQ(ParseOk("", {"scheduling.labels={a-b_c.9: y}"}).scheduling.labels.at("a-b_c.9"), "y");
+  EXPECT_EQ(ParseOk("scheduling: {labels: {k: " + std::string(256, 'v') + "}}\n")
+                .scheduling.labels.at("k")
+                .size(),
+            256u);
+  EXPECT_EQ(ParseOk("scheduling: {labels: {" + std::string(63, 'k') + ": v}}\n")
+                .scheduling.labels.size(),
+            1u);
+
+  EXPECT_EQ(ParseError("scheduling:\n  foo: 1\n"),
+            "job.yaml: scheduling.foo: unknown key (allowed: priority, max_restarts, "
+            "hang_timeout_s, start_timeout_s, labels)");
+  EXPECT_EQ(ParseError("scheduling: {priority: 2147483648}\n"),
+            "job.yaml: scheduling.priority: must be <= 2147483647 (got 2147483648)");
+  EXPECT_EQ(ParseError("scheduling: {priority: -2147483649}\n"),
+            "job.yaml: scheduling.priority: must be >= -2147483648 (got -2147483649)");
+  EXPECT_EQ(ParseError("scheduling: {priority: high}\n"),
+            "job.yaml: scheduling.priority: expected an integer (got 'high')");
+  EXPECT_EQ(ParseError("scheduling: {max_restarts: -1}\n"),
+            "job.yaml: scheduling.max_restarts: must be >= 0 (got -1)");
+  EXPECT_EQ(ParseError("scheduling: {max_restarts: 2147483648}\n"),
+            "job.yaml: scheduling.max_restarts: must be <= 2147483647 (got 2147483648)");
+  EXPECT_EQ(ParseError("scheduling: {hang_timeout_s: -1}\n"),
+            "job.yaml: scheduling.hang_timeout_s: must be >= 0 (got -1)");
+  EXPECT_EQ(ParseError("scheduling: {hang_timeout_s: .inf}\n"),
+            "job.yaml: scheduling.hang_timeout_s: expected a finite number (got '.inf')");
+  EXPECT_EQ(ParseError("scheduling: {start_timeout_s: 0}\n"),
+            "job.yaml: scheduling.start_timeout_s: must be > 0 (got 0)");
+  EXPECT_EQ(ParseError("scheduling: 3\n"), "job.yaml: scheduling: expected a map (got '3')");
+}
+
+TEST(JobConfigTest, SchedulingLabelsAreChecked) {
+  for (const std::string& key :
+       std::vector<std::string>{"Team", "a b", "x/y", "", std::string(64, 'k')}) {
+    SCOPED_TRACE(key);
+    EXPECT_EQ(ParseError("scheduling:\n  labels: {'" + key + "': v}\n"),
+              "job.yaml: scheduling.labels: key '" + key + "' must match [a-z0-9_.-]{1,63}");
+  }
+  EXPECT_EQ(ParseError("scheduling: {labels: {team: " + std::string(257, 'v') + "}}\n"),
+            "job.yaml: scheduling.labels.team: must be at most 256 characters (got 257)");
+  EXPECT_EQ(ParseError("scheduling: {labels: [a, b]}\n"),
+            "job.yaml: scheduling.labels: expected a map of strings (got a list)");
+  EXPECT_EQ(ParseError("scheduling: {labels: {team: [a]}}\n"),
+            "job.yaml: scheduling.labels.team: expected a string (got a list)");
+  EXPECT_EQ(ParseError("scheduling: {labels: {[a]: b}}\n"),
+            "job.yaml: scheduling.labels: keys must be plain names (got a list)");
+  EXPECT_EQ(ParseError("scheduling:\n  labels:\n    team: a\n    team: b\n"),
+            "job.yaml: scheduling.labels.team: duplicate key");
+  // A null value is the empty string, as for every string field.
+  EXPECT_EQ(ParseOk("scheduling:\n  labels:\n    team:\n").scheduling.labels.at("team"), "");
+}
+
+TEST(JobConfigTest, WorldSizeFitsThirtyTwoBits) {
+  EXPECT_EQ(ParseError("model: {encoder_layers: 3000000000}\n"
+                       "parallel: {pipeline_stages: 2147483648}\n"),
+            "job.yaml: parallel.pipeline_stages: must be <= 2147483647 (got 2147483648)");
+  // Above both bounds: reported once.
+  EXPECT_EQ(ParseError("parallel: {pipeline_stages: 10000000000}\n"),
+            "job.yaml: parallel.pipeline_stages: must be <= 2147483647 (got 10000000000)");
+  EXPECT_EQ(ParseError("parallel: {data_parallel: 2147483648}\n"),
+            "job.yaml: parallel.data_parallel: must be <= 2147483647 (got 2147483648)");
+  EXPECT_EQ(ParseError("model: {encoder_layers: 6}\nparallel: {pipeline_stages: 4, "
+                       "data_parallel: 1073741824}\n"),
+            "job.yaml: parallel.data_parallel: parallel.pipeline_stages x "
+            "parallel.data_parallel must be <= 2147483647 ranks (got 4 x 1073741824)");
+  EXPECT_EQ(ParseOk("parallel: {pipeline_stages: 2, data_parallel: 1073741823}\n")
+                .parallel.world_size(),
+            2147483646);
+}
+
+// The config accepts exactly the stage counts PartitionStages can split the model into, for
+// the cost model the trainer uses and for lopsided measured costs.
+TEST(JobConfigTest, AcceptedPipelineStagesAreExactlyThePartitionableOnes) {
+  LayerCostModel lopsided;
+  lopsided.encoder_layer = 0.0;
+  lopsided.decoder_layer = 5.0;
+  lopsided.source_embedding = 100.0;
+  lopsided.output_layer = 1e6;
+  for (const auto& [encoder, decoder] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 0}, {0, 1}, {1, 1}, {3, 0}, {0, 4}, {2, 3}, {6, 6}, {12, 1}}) {
+    for (int64_t stages = -1; stages <= encoder + decoder + 2; ++stages) {
+      SCOPED_TRACE(::testing::Message() << encoder << "+" << decoder << " layers, " << stages
+                                        << " stages");
+      absl::StatusOr<JobConfig> config = ParseJobConfig(
+          "model: {encoder_layers: " + std::to_string(encoder) + ", decoder_layers: " +
+          std::to_string(decoder) + ", d_model: 64, heads: 4, ffn_dim: 128, vocab_size: 300}\n" +
+          "parallel: {pipeline_stages: " + std::to_string(stages) + "}\n");
+      for (const LayerCostModel& costs :
+           {EstimateLayerCosts(config.ok() ? config->model : model::DeepNetConfig(), 32, 32),
+            lopsided}) {
+        model::DeepNetConfig shape =
+            model::DeepNetConfig().encoder_layers(encoder).decoder_layers(decoder);
+        absl::StatusOr<StagePlan> plan =
+            PartitionStages(shape, static_cast<int>(stages), costs);
+        EXPECT_EQ(config.ok(), plan.ok()) << "config: " << config.status()
+                                          << "\npartition: " << plan.status();
+        if (plan.ok()) {
+          EXPECT_EQ(plan->slices.size(), static_cast<size_t>(stages));
+        }
+        if (!config.ok()) {
+          EXPECT_THAT(std::string(config.status().message()),
+                      HasSubstr("parallel.pipeline_stages: must be"));
+        }
+      }
+    }
+  }
+}
+
+TEST(JobConfigTest, ExtraCheckAddsItsProblemsToTheSchemasOnes) {
+  int calls = 0;
+  const JobConfigCheck check = [&calls](const JobConfig& c, ConfigProblems* problems) {
+    ++calls;
+    // A field the schema already reported is flagged as bad.
+    EXPECT_TRUE(problems->Bad("optim.lr"));
+    EXPECT_FALSE(problems->Bad("name"));
+    if (c.name != "allowed") problems->Add("name", "must be 'allowed' (got '" + c.name + "')");
+  };
+  absl::StatusOr<JobConfig> config =
+      ParseJobConfig("name: x\noptim: {lr: 0}\n", {}, "spec", check);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "spec: optim.lr: must be > 0 (got 0)\nspec: name: must be 'allowed' (got 'x')");
+  EXPECT_EQ(calls, 1);
+  // A syntax error stops before any check.
+  EXPECT_FALSE(ParseJobConfig("a: [\n", {}, "spec", check).ok());
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace deepnet::worker
