@@ -138,7 +138,7 @@ TEST(JobSpecTest, RendezvousIsTheCoordinators) {
             "rendezvous (got 'tcp://node0:29500')");
   // A value the trainer's schema rejects already is reported once.
   const std::string error = SpecError("parallel:\n  rendezvous: http://x\n");
-  EXPECT_THAT(error, HasSubstr("job spec: parallel.rendezvous: must start with tcp:// or file://"));
+  EXPECT_THAT(error, HasSubstr("job spec: parallel.rendezvous: must start with tcp://, file:// or grpc://"));
   EXPECT_EQ(CountLines(error), 1) << error;
   EXPECT_EQ(SpecOk("parallel:\n  rendezvous: ''\n").pipeline_stages, 1);
 }

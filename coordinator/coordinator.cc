@@ -1,0 +1,377 @@
+// Coordinator: construction, loading jobs after a restart, the control loop, and the calls the
+// JobService makes. The job lifecycle is in coordinator_jobs.cc, workers in
+// coordinator_workers.cc.
+#include "coordinator/coordinator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/checkpoint_listing.h"
+#include "coordinator/job_events.h"
+
+namespace deepnet::coordinator {
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOptions& options,
+                                                                 JobStore* store,
+                                                                 WorkerEpochStore* epochs,
+                                                                 RendezvousStore* rendezvous,
+                                                                 CoordinatorMetrics* metrics) {
+  if (options.heartbeat_interval.count() <= 0 || options.lease_heartbeats < 1 ||
+      options.tick.count() <= 0) {
+    return absl::InvalidArgumentError(
+        "coordinator options: heartbeat interval, lease heartbeats and tick must be positive");
+  }
+  if (options.rendezvous_address.empty()) {
+    return absl::InvalidArgumentError(
+        "coordinator options: no rendezvous address for trainers (--advertise-address)");
+  }
+  absl::StatusOr<std::unique_ptr<GangScheduler>> scheduler = GangScheduler::Create(options.scheduler);
+  if (!scheduler.ok()) return scheduler.status();
+  std::unique_ptr<Coordinator> c(new Coordinator(options, store, epochs, rendezvous, metrics,
+                                                 std::move(*scheduler)));
+  absl::MutexLock lock(&c->mu_);
+  if (absl::Status s = c->LoadJobs(); !s.ok()) return s;
+  c->UpdateGauges();
+  return c;
+}
+
+Coordinator::Coordinator(const CoordinatorOptions& options, JobStore* store,
+                         WorkerEpochStore* epochs, RendezvousStore* rendezvous,
+                         CoordinatorMetrics* metrics, std::unique_ptr<GangScheduler> scheduler)
+    : options_(options),
+      store_(store),
+      epochs_(epochs),
+      rendezvous_(rendezvous),
+      metrics_(metrics),
+      scheduler_(std::move(scheduler)),
+      rendezvous_address_(options.rendezvous_address) {}
+
+void Coordinator::SetRendezvousAddress(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  rendezvous_address_ = address;
+}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+absl::Status Coordinator::LoadJobs() {
+  const Clock::time_point now = Clock::now();
+  reattach_until_ = now + options_.reattach_window;
+  JobSpecCheckOptions no_paths = options_.spec_check;
+  no_paths.check_paths = false;
+  std::string token;
+  do {
+    absl::StatusOr<JobPage> page = store_->List(JobFilter{}, 1000, token);
+    if (!page.ok()) return page.status();
+    for (const JobRecord& record : page->records) {
+      JobRuntime& job = jobs_[record.id];
+      job.record = record;
+      absl::StatusOr<JobSpecInfo> spec = ParseJobSpec(record.spec_yaml, no_paths);
+      if (spec.ok()) {
+        job.spec = *spec;
+      } else {
+        // Stored by an older version with other rules: keep what the record says.
+        job.spec.name = record.name;
+        job.spec.pipeline_stages = record.pipeline_stages;
+        job.spec.data_parallel = record.data_parallel;
+        job.spec.priority = record.priority;
+        job.spec.max_restarts = record.max_restarts;
+        job.spec.checkpoint_dir = record.checkpoint_dir;
+      }
+      job.state_since = now;
+      job.last_progress = now;
+      ++state_counts_[record.state];
+      absl::StatusOr<std::vector<JobEvent>> events = store_->ListEvents(record.id, 0);
+      if (!events.ok()) return events.status();
+      for (const JobEventView& e : DecodeJobEvents(*events)) {
+        job.last_event_seq = std::max(job.last_event_seq, e.sequence);
+        if (e.type == EventType::kStateChanged && e.to_state == JobState::kRunning &&
+            job.start_time_ms == 0) {
+          job.start_time_ms = e.time_ms;
+        }
+        if (e.type == EventType::kStateChanged && IsTerminal(e.to_state)) job.end_time_ms = e.time_ms;
+        if (e.type == EventType::kCheckpointSaved) {
+          job.latest_checkpoint_step = std::max(job.latest_checkpoint_step, e.checkpoint_step);
+          job.checkpoint_attempts[e.checkpoint_step] = e.attempt;
+        }
+      }
+      job.ever_started = record.attempt > 0;
+      job.ever_running = job.start_time_ms > 0;
+      switch (record.state) {
+        case JobState::kQueued:
+          Enqueue(job);
+          break;
+        case JobState::kPlacing:
+          // The placement lived in the previous process's memory only.
+          if (Move(job, JobState::kQueued, "coordinator restarted while placing").ok()) {
+            Enqueue(job);
+          }
+          break;
+        case JobState::kStarting:
+        case JobState::kRunning:
+          job.reattaching = true;
+          job.reattach_deadline = reattach_until_;
+          break;
+        case JobState::kRecovering:
+          // Its ranks were being stopped: cancel whatever still reports, then restart.
+          job.stopping = true;
+          job.after_stop = AfterStop::kRestart;
+          job.stop_message = "recovery resumed after a coordinator restart";
+          job.stop_deadline = reattach_until_;
+          break;
+        default:
+          break;
+      }
+    }
+    token = page->next_page_token;
+  } while (!token.empty());
+  return absl::OkStatus();
+}
+
+void Coordinator::Start() {
+  absl::MutexLock lock(&mu_);
+  if (loop_.joinable() || shutting_down_) return;
+  loop_ = std::thread([this] { ControlLoop(); });
+}
+
+void Coordinator::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    for (auto& [id, worker] : workers_) {
+      if (worker.sink) worker.sink->Close(absl::UnavailableError("coordinator shutting down"));
+      worker.sink = nullptr;
+    }
+    ++change_counter_;
+  }
+  if (loop_.joinable()) loop_.join();
+}
+
+void Coordinator::ControlLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!shutting_down_) {
+    TickLocked();
+    mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), absl::FromChrono(options_.tick));
+  }
+}
+
+void Coordinator::Tick() {
+  absl::MutexLock lock(&mu_);
+  TickLocked();
+}
+
+void Coordinator::TickLocked() {
+  const Clock::time_point now = Clock::now();
+  CheckLeases(now);
+  CheckJobTimers(now);
+  RunScheduler();
+  UpdateGauges();
+}
+
+absl::StatusOr<JobSpecInfo> Coordinator::ParseSpec(const std::string& config_yaml) const {
+  absl::StatusOr<JobSpecInfo> spec = ParseJobSpec(config_yaml, options_.spec_check);
+  if (!spec.ok()) return spec.status();
+  absl::MutexLock lock(&mu_);
+  int64_t cluster = options_.cluster_slots;
+  if (cluster <= 0) {
+    for (const WorkerInfo& w : scheduler_->Workers()) {
+      if (w.state != WorkerState::kLost) cluster += w.slots;
+    }
+  }
+  if (cluster > 0) {
+    absl::Status fits = CheckGangFitsCluster(spec->pipeline_stages, spec->data_parallel, cluster);
+    if (!fits.ok()) return absl::InvalidArgumentError(absl::StrCat("job spec: ", fits.message()));
+  }
+  return spec;
+}
+
+absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& request) {
+  JobRecord record;
+  record.owner = request.owner;
+  record.idempotency_key = request.idempotency_key;
+  record.spec_yaml = request.config_yaml;
+  record.name = request.spec.name;
+  record.priority = request.spec.priority;
+  record.pipeline_stages = request.spec.pipeline_stages;
+  record.data_parallel = request.spec.data_parallel;
+  record.max_restarts = request.spec.max_restarts;
+  record.checkpoint_dir = request.spec.checkpoint_dir;
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
+  absl::StatusOr<CreateResult> created = store_->Create(record);
+  if (!created.ok()) return created.status();
+  if (created->replayed) {
+    if (created->record.spec_yaml != request.config_yaml) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "idempotency_key \"", request.idempotency_key, "\" was used for job ",
+          created->record.id, " with a different spec"));
+    }
+    const JobRuntime* job = FindJob(created->record.id);
+    if (job == nullptr) return absl::InternalError("replayed job is not loaded");
+    return SubmitResultData{ViewOf(*job), false};
+  }
+  JobRuntime& job = jobs_[created->record.id];
+  job.record = created->record;
+  job.spec = request.spec;
+  job.state_since = job.last_progress = Clock::now();
+  job.last_event_seq = 1;
+  ++state_counts_[JobState::kQueued];
+  Enqueue(job);
+  if (metrics_ != nullptr) metrics_->IncJobsSubmitted();
+  ++change_counter_;
+  return SubmitResultData{ViewOf(job), true};
+}
+
+absl::StatusOr<JobView> Coordinator::GetJob(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  const JobRuntime* job = FindJob(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+  return ViewOf(*job);
+}
+
+absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJobs(
+    const ListRequestData& request) const {
+  absl::StatusOr<int> page_size = EffectivePageSize(request.page_size);
+  if (!page_size.ok()) return page_size.status();
+  JobFilter filter;
+  filter.owner = request.owner;
+  filter.states = request.states;
+  absl::MutexLock lock(&mu_);
+  std::vector<JobView> out;
+  std::string token = request.page_token;
+  do {
+    absl::StatusOr<JobPage> page =
+        store_->List(filter, *page_size - static_cast<int>(out.size()), token);
+    if (!page.ok()) return page.status();
+    for (const JobRecord& record : page->records) {
+      const JobRuntime* job = FindJob(record.id);
+      if (job == nullptr) continue;
+      if (!absl::StartsWith(job->spec.name, request.name_prefix)) continue;
+      bool labels_match = true;
+      for (const auto& [key, value] : request.labels) {
+        auto it = job->spec.labels.find(key);
+        if (it == job->spec.labels.end() || it->second != value) labels_match = false;
+      }
+      if (labels_match) out.push_back(ViewOf(*job));
+    }
+    token = page->next_page_token;
+  } while (!token.empty() && static_cast<int>(out.size()) < *page_size);
+  return std::make_pair(std::move(out), token);
+}
+
+absl::StatusOr<EventBatch> Coordinator::WaitEvents(const std::string& job_id, int64_t after_seq,
+                                                   absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  const JobRuntime* job = FindJob(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+  auto ready = [job, after_seq, this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return job->last_event_seq > after_seq || shutting_down_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  EventBatch batch;
+  if (job->last_event_seq > after_seq) {
+    absl::StatusOr<std::vector<JobEvent>> events = store_->ListEvents(job_id, 0);
+    if (!events.ok()) return events.status();
+    for (JobEventView& e : DecodeJobEvents(*events)) {
+      if (e.sequence > after_seq) batch.events.push_back(std::move(e));
+    }
+  }
+  batch.terminal = IsTerminal(job->record.state);
+  return batch;
+}
+
+absl::StatusOr<int64_t> Coordinator::PointCursor(const std::string& job_id, int64_t from_step,
+                                                 bool live_only) const {
+  absl::MutexLock lock(&mu_);
+  const JobRuntime* job = FindJob(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+  const int64_t end = job->points_base + static_cast<int64_t>(job->points.size());
+  if (live_only) return end;
+  for (size_t i = 0; i < job->points.size(); ++i) {
+    if (job->points[i].step >= from_step) return job->points_base + static_cast<int64_t>(i);
+  }
+  return end;
+}
+
+absl::StatusOr<PointBatch> Coordinator::WaitPoints(const std::string& job_id, int64_t cursor,
+                                                   absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  const JobRuntime* job = FindJob(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+  auto end = [job] { return job->points_base + static_cast<int64_t>(job->points.size()); };
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return end() > cursor || IsTerminal(job->record.state) || shutting_down_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  PointBatch batch;
+  for (int64_t i = std::max(cursor, job->points_base); i < end(); ++i) {
+    batch.points.push_back(job->points[static_cast<size_t>(i - job->points_base)]);
+  }
+  batch.next_cursor = std::max(cursor, end());
+  batch.terminal = IsTerminal(job->record.state);
+  return batch;
+}
+
+absl::StatusOr<std::vector<CheckpointView>> Coordinator::ListCheckpoints(
+    const std::string& job_id) const {
+  std::string dir;
+  std::map<int64_t, int> attempts;
+  {
+    absl::MutexLock lock(&mu_);
+    const JobRuntime* job = FindJob(job_id);
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+    dir = job->spec.checkpoint_dir;
+    attempts = job->checkpoint_attempts;
+  }
+  if (dir.empty()) return std::vector<CheckpointView>();
+  absl::StatusOr<std::vector<CheckpointView>> found = ListCheckpointFolders(dir);
+  if (!found.ok()) return found.status();
+  for (CheckpointView& c : *found) {
+    auto it = attempts.find(c.step);
+    if (it != attempts.end()) c.attempt = it->second;
+  }
+  return found;
+}
+
+Coordinator::JobRuntime* Coordinator::FindJob(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const Coordinator::JobRuntime* Coordinator::FindJob(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+JobView Coordinator::ViewOf(const JobRuntime& job) const {
+  JobView view;
+  view.record = job.record;
+  view.spec = job.spec;
+  if (!job.ranks.empty()) {
+    for (const RankRuntime& r : job.ranks) view.placement.push_back(r.view);
+  } else {
+    for (const auto& [rank, r] : job.reattached) view.placement.push_back(r);
+  }
+  view.latest_checkpoint_step = job.latest_checkpoint_step;
+  view.start_time_ms = job.start_time_ms;
+  view.end_time_ms = job.end_time_ms;
+  view.last_event_seq = job.last_event_seq;
+  return view;
+}
+
+void Coordinator::UpdateGauges() {
+  if (metrics_ == nullptr) return;
+  std::map<JobState, int64_t> jobs;
+  for (JobState s : AllJobStates()) jobs[s] = 0;
+  for (const auto& [state, n] : state_counts_) jobs[state] = n;
+  metrics_->SetJobsByState(jobs);
+  std::map<WorkerState, int64_t> workers = {
+      {WorkerState::kReady, 0}, {WorkerState::kDraining, 0}, {WorkerState::kLost, 0}};
+  for (const WorkerInfo& w : scheduler_->Workers()) ++workers[w.state];
+  metrics_->SetWorkersByState(workers);
+}
+
+}  // namespace deepnet::coordinator

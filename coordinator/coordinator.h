@@ -1,0 +1,283 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/coordinator_types.h"
+#include "coordinator/gang_scheduler.h"
+#include "coordinator/job_spec.h"
+#include "coordinator/job_store.h"
+#include "coordinator/rendezvous_store.h"
+#include "coordinator/worker_epoch_store.h"
+
+namespace deepnet::coordinator {
+
+struct CoordinatorOptions {
+  // Workers heartbeat this often; a worker not heard from for lease_heartbeats intervals is
+  // lost (the issue's "missing three").
+  std::chrono::milliseconds heartbeat_interval{1000};
+  int lease_heartbeats = 3;
+  // Period of the control loop (leases, start/hang timeouts, stops, scheduling).
+  std::chrono::milliseconds tick{100};
+  // SIGTERM -> SIGKILL grace given to workers when ranks are stopped.
+  std::chrono::milliseconds stop_grace{10000};
+  // Ranks that have not reported their exit this long after being told to stop are counted
+  // as gone (their worker kills them at stop_grace); keeps cancel under 30 s.
+  std::chrono::milliseconds stop_timeout{25000};
+  // After a restart, how long running jobs wait for their workers to re-register and report
+  // every rank before they are restarted.
+  std::chrono::milliseconds reattach_window{10000};
+  // host:port of this coordinator's Rendezvous service, as trainers reach it.
+  std::string rendezvous_address;
+  // When > 0: the cluster's size for the submit-time check "more ranks than the cluster could
+  // ever hold"; otherwise the slots of registered workers (no check while there are none).
+  int64_t cluster_slots = 0;
+  JobSpecCheckOptions spec_check;
+  SchedulerOptions scheduler;
+  // Metric points kept per job for StreamMetrics replays (the oldest are dropped).
+  size_t points_per_job = 20000;
+};
+
+struct SubmitRequestData {
+  std::string owner;
+  std::string idempotency_key;
+  std::string config_yaml;
+  JobSpecInfo spec;  // ParseSpec(config_yaml)
+};
+
+struct SubmitResultData {
+  JobView job;
+  bool created = false;
+};
+
+struct ListRequestData {
+  std::string owner;  // empty: every owner
+  std::vector<JobState> states;
+  std::map<std::string, std::string> labels;
+  std::string name_prefix;
+  int page_size = 0;
+  std::string page_token;
+};
+
+struct EventBatch {
+  std::vector<JobEventView> events;
+  bool terminal = false;
+};
+
+struct PointBatch {
+  std::vector<MetricSample> points;
+  // Position after the last point returned (pass back as `cursor`).
+  int64_t next_cursor = 0;
+  bool terminal = false;
+};
+
+// The coordinator's core: jobs (durable in a JobStore), workers and their sessions, the gang
+// scheduler and the control loop that drives every job through its states (docs/ARCHITECTURE.md
+// "Coordinator"). gRPC services translate protos to the plain calls below.
+//
+// Thread-safe: one mutex guards all state; store writes happen under it (a job's transitions
+// are serialised with everything else). Blocking calls (WaitEvents, WaitPoints) wait on that
+// mutex's condition without holding it. Commands to workers go through WorkerCommandSinks that
+// only queue. The control loop runs on its own thread between Start() and Shutdown().
+class Coordinator {
+ public:
+  // Loads every job from `store` and prepares to reattach to the running ones. The pointers
+  // must outlive the coordinator; `metrics` may be null.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(const CoordinatorOptions& options,
+                                                             JobStore* store,
+                                                             WorkerEpochStore* epochs,
+                                                             RendezvousStore* rendezvous,
+                                                             CoordinatorMetrics* metrics);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  void Start();
+  // Stops the control loop and closes every worker session (workers keep their trainers and
+  // reconnect to the next coordinator). Idempotent.
+  void Shutdown();
+  // One control-loop pass now (tests drive time with this and short options).
+  void Tick();
+
+  // --- JobService. ---
+  // Parses and checks a job YAML (INVALID_ARGUMENT naming the field), including that the gang
+  // can ever fit the cluster.
+  [[nodiscard]] absl::StatusOr<JobSpecInfo> ParseSpec(const std::string& config_yaml) const;
+  [[nodiscard]] absl::StatusOr<SubmitResultData> Submit(const SubmitRequestData& request);
+  [[nodiscard]] absl::StatusOr<JobView> GetJob(const std::string& job_id) const;
+  [[nodiscard]] absl::StatusOr<std::pair<std::vector<JobView>, std::string>> ListJobs(
+      const ListRequestData& request) const;
+  [[nodiscard]] absl::StatusOr<JobView> Cancel(const std::string& job_id,
+                                               const std::string& reason);
+  // Events with sequence > after_seq; waits up to `timeout` for one when there are none.
+  [[nodiscard]] absl::StatusOr<EventBatch> WaitEvents(const std::string& job_id, int64_t after_seq,
+                                                      absl::Duration timeout) const;
+  // Where a metrics stream starts: the first retained point with step >= from_step, or the
+  // current end for live_only.
+  [[nodiscard]] absl::StatusOr<int64_t> PointCursor(const std::string& job_id, int64_t from_step,
+                                                    bool live_only) const;
+  [[nodiscard]] absl::StatusOr<PointBatch> WaitPoints(const std::string& job_id, int64_t cursor,
+                                                      absl::Duration timeout) const;
+  [[nodiscard]] absl::StatusOr<std::vector<CheckpointView>> ListCheckpoints(
+      const std::string& job_id) const;
+
+  // --- WorkerService. Stale epochs: ABORTED; unknown worker: NOT_FOUND. ---
+  [[nodiscard]] absl::StatusOr<RegistrationResult> Register(const Registration& registration);
+  [[nodiscard]] absl::Status AttachSession(const std::string& worker_id, int64_t epoch,
+                                           std::shared_ptr<WorkerCommandSink> sink);
+  // The session that owns `sink` ended (a newer session of the worker is left alone).
+  void DetachSession(const std::string& worker_id, int64_t epoch, const WorkerCommandSink* sink);
+  [[nodiscard]] absl::Status OnHeartbeat(const std::string& worker_id, int64_t epoch,
+                                         const std::vector<TaskReport>& tasks);
+  [[nodiscard]] absl::Status OnTrainerExit(const std::string& worker_id, int64_t epoch,
+                                           const TrainerExitReport& exit);
+  [[nodiscard]] absl::Status OnMetrics(const std::string& worker_id, int64_t epoch,
+                                       const MetricReportData& report);
+  // The worker refused an assignment (spawn failure, unknown slot, ...).
+  [[nodiscard]] absl::Status OnAssignmentRefused(const std::string& worker_id, int64_t epoch,
+                                                 const std::string& job_id, int attempt,
+                                                 const std::string& error);
+
+  // Where trainers reach the Rendezvous service (known once the server has bound its port).
+  void SetRendezvousAddress(const std::string& address);
+
+  const CoordinatorOptions& options() const { return options_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  enum class AfterStop { kRestart, kCancel, kFail };
+
+  struct RankRuntime {
+    RankView view;
+    TaskPhase phase = TaskPhase::kStarting;
+    bool exited = false;
+    bool clean_exit = false;  // exited with code 0
+  };
+
+  struct JobRuntime {
+    JobRecord record;
+    JobSpecInfo spec;
+    std::vector<RankRuntime> ranks;  // current attempt, [rank]; empty when none runs
+    bool placed = false;             // holds scheduler slots
+    bool queued = false;             // in the scheduler queue
+    Clock::time_point state_since;
+    Clock::time_point last_progress;
+    bool stopping = false;
+    AfterStop after_stop = AfterStop::kRestart;
+    std::string stop_message;
+    Clock::time_point stop_deadline;
+    bool reattaching = false;  // after a coordinator restart, waiting for its ranks
+    Clock::time_point reattach_deadline;
+    std::map<int, RankView> reattached;
+    std::map<int, TaskPhase> reattached_phase;
+    // Ranks that exited while the coordinator was away: rank -> (worker, exited with 0).
+    std::map<int, std::pair<std::string, bool>> reattach_exits;
+    int64_t attempt_max_step = 0;  // highest step reported by the current attempt
+    std::deque<MetricSample> points;
+    int64_t points_base = 0;  // absolute index of points.front()
+    int64_t latest_checkpoint_step = 0;
+    std::map<int64_t, int> checkpoint_attempts;
+    int64_t start_time_ms = 0;
+    int64_t end_time_ms = 0;
+    int64_t last_event_seq = 0;
+    bool ever_started = false;  // observed queue wait
+    bool ever_running = false;  // observed time to running
+  };
+
+  struct WorkerRuntime {
+    std::string id;
+    int64_t epoch = 0;
+    HostFacts host;
+    std::vector<SlotFacts> slots;
+    std::shared_ptr<WorkerCommandSink> sink;
+    Clock::time_point last_heard;
+    bool lost = false;
+    int missed_reported = 0;
+    std::vector<CancellationCommand> pending_cancels;
+  };
+
+  Coordinator(const CoordinatorOptions& options, JobStore* store, WorkerEpochStore* epochs,
+              RendezvousStore* rendezvous, CoordinatorMetrics* metrics,
+              std::unique_ptr<GangScheduler> scheduler);
+
+  absl::Status LoadJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ControlLoop();
+  void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Job lifecycle (coordinator_jobs.cc).
+  absl::Status Move(JobRuntime& job, JobState to, const std::string& reason,
+                    std::optional<RecoveryCause> cause = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddEvent(JobRuntime& job, JobEventView event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartAttempt(JobRuntime& job, const Placement& placement)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailRanks(JobRuntime& job, RecoveryCause cause, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BeginStop(JobRuntime& job, AfterStop after, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFinishStop(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishStop(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckAllRunning(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckJobTimers(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobView ViewOf(const JobRuntime& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobRuntime* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const JobRuntime* FindJob(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Workers (coordinator_workers.cc).
+  absl::StatusOr<WorkerRuntime*> CheckEpoch(const std::string& worker_id, int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendCancel(const std::string& worker_id, const CancellationCommand& command)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseWorker(WorkerRuntime& worker, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleLostRanks(const std::vector<LostRanks>& lost, const std::string& worker_id,
+                       const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Matches a worker's task list against the jobs: re-adopts ranks after a coordinator
+  // restart, updates rank phases, cancels tasks of dead attempts; when `registering`, ranks
+  // placed on the worker but not listed are lost.
+  void ReconcileTasks(WorkerRuntime& worker, const std::vector<TaskReport>& tasks, bool registering)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once every rank of a reattaching job is accounted for (running or exited), re-adopts the
+  // running ones and acts on the exits.
+  void MaybeCompleteReattach(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckLeases(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkRankExited(JobRuntime& job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  JobStore* const store_;
+  WorkerEpochStore* const epochs_;
+  RendezvousStore* const rendezvous_;
+  CoordinatorMetrics* const metrics_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<GangScheduler> scheduler_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, JobRuntime> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, WorkerRuntime> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<JobState, int64_t> state_counts_ ABSL_GUARDED_BY(mu_);
+  bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;
+  // Bumped on every change a waiter may care about (events, points, states).
+  int64_t change_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  Clock::time_point reattach_until_ ABSL_GUARDED_BY(mu_);
+  std::string rendezvous_address_ ABSL_GUARDED_BY(mu_);
+  std::thread loop_;
+};
+
+}  // namespace deepnet::coordinator

@@ -1,0 +1,206 @@
+// deepnet-coordinator: the control-plane daemon. Serves JobService, WorkerService and the
+// Rendezvous store over gRPC (plus health checking and reflection) and Prometheus metrics over
+// HTTP; keeps jobs in SQLite. Exits non-zero with a message on bad configuration.
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/auth.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/job_service_impl.h"
+#include "coordinator/rendezvous_service.h"
+#include "coordinator/sqlite_job_store.h"
+#include "coordinator/worker_service_impl.h"
+#include "proto/rpc/rpc_util.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+struct Flags {
+  std::string listen = "0.0.0.0:7070";
+  std::string metrics_listen = "0.0.0.0:9464";
+  std::string db = "deepnet-coordinator.db";
+  std::string tokens_file;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string advertise_address;
+  std::string port_file;
+  int heartbeat_ms = 1000;
+  int lease_heartbeats = 3;
+  double stop_grace_s = 10;
+  double reattach_window_s = 10;
+  int64_t cluster_slots = 0;
+  int max_overtakes = 0;
+  bool no_check_paths = false;
+};
+
+int Fail(const std::string& message) {
+  std::cerr << "deepnet-coordinator: " << message << "\n";
+  return 2;
+}
+
+// "host:port" -> (host, port); port may be 0.
+bool SplitHostPort(const std::string& address, std::string* host, int* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = address.substr(0, colon);
+  return absl::SimpleAtoi(address.substr(colon + 1), port) && *port >= 0 && *port < 65536;
+}
+
+std::string Hostname() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+int Run(const Flags& flags) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(flags.listen, &host, &port)) {
+    return Fail(absl::StrCat("--listen \"", flags.listen, "\" is not HOST:PORT"));
+  }
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth =
+      flags.tokens_file.empty() ? absl::StatusOr<std::unique_ptr<Authenticator>>(Authenticator::Open())
+                                : Authenticator::Load(flags.tokens_file);
+  if (!auth.ok()) return Fail(absl::StrCat("--tokens-file: ", auth.status().message()));
+  if ((*auth)->open()) {
+    spdlog::warn("no --tokens-file: every caller is an anonymous admin (set one in production)");
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      rpc::MakeServerCredentials(flags.tls_cert, flags.tls_key);
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  JobStoreOptions store_options;
+  store_options.path = flags.db;
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(store_options);
+  if (!store.ok()) return Fail(absl::StrCat("--db: ", store.status().message()));
+  absl::StatusOr<std::unique_ptr<WorkerEpochStore>> epochs = WorkerEpochStore::Open(flags.db);
+  if (!epochs.ok()) return Fail(absl::StrCat("--db: ", epochs.status().message()));
+  absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> metrics =
+      CoordinatorMetrics::Create(flags.metrics_listen);
+  if (!metrics.ok()) return Fail(std::string(metrics.status().message()));
+
+  RendezvousStore rendezvous;
+  RendezvousService rendezvous_service(rendezvous, (*auth)->open() ? nullptr : auth->get());
+  rpc::EnableHealthAndReflection();
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(flags.listen, *credentials, &bound_port);
+  builder.RegisterService(&rendezvous_service);
+
+  CoordinatorOptions options;
+  options.heartbeat_interval = std::chrono::milliseconds(flags.heartbeat_ms);
+  options.lease_heartbeats = flags.lease_heartbeats;
+  options.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(flags.stop_grace_s * 1000));
+  options.reattach_window =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.reattach_window_s * 1000));
+  options.cluster_slots = flags.cluster_slots;
+  options.scheduler.max_overtakes = flags.max_overtakes;
+  options.spec_check.check_paths = !flags.no_check_paths;
+  // The rendezvous address needs the bound port: fill it in once the server has started, but
+  // before the coordinator can place anything (Start() is called after).
+  options.rendezvous_address = "pending";
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
+      Coordinator::Create(options, store->get(), epochs->get(), &rendezvous, metrics->get());
+  if (!coordinator.ok()) return Fail(std::string(coordinator.status().message()));
+  JobServiceImpl job_service(**coordinator, **auth);
+  WorkerServiceImpl worker_service(**coordinator, **auth);
+  builder.RegisterService(&job_service);
+  builder.RegisterService(&worker_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    return Fail(absl::StrCat("--listen ", flags.listen, ": cannot listen (port in use?)"));
+  }
+  std::string advertise = flags.advertise_address;
+  if (advertise.empty()) {
+    const bool wildcard = host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::";
+    advertise = absl::StrCat(wildcard ? Hostname() : host, ":", bound_port);
+  }
+  (*coordinator)->SetRendezvousAddress(advertise);
+  (*coordinator)->Start();
+  spdlog::info("deepnet-coordinator: gRPC on port {} (trainers reach it at {}), metrics on port {}, "
+               "db {}, TLS {}", bound_port, advertise, (*metrics)->port(), flags.db,
+               flags.tls_cert.empty() ? "off" : "on");
+  if (!flags.port_file.empty()) {
+    const std::string tmp = flags.port_file + ".tmp";
+    std::ofstream(tmp) << "grpc=" << bound_port << "\nmetrics=" << (*metrics)->port() << "\n";
+    std::rename(tmp.c_str(), flags.port_file.c_str());
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("deepnet-coordinator: signal {}, shutting down (jobs keep running)", signal_number);
+  (*coordinator)->Shutdown();
+  rendezvous.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return 0;
+}
+
+}  // namespace
+}  // namespace deepnet::coordinator
+
+int main(int argc, char** argv) {
+  // Block the stop signals in every thread; main waits for them with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  deepnet::coordinator::Flags flags;
+  CLI::App app{"deepnet-coordinator: accepts DeepNet training jobs over gRPC, schedules them as "
+               "gangs onto deepnet-worker daemons, exports Prometheus metrics"};
+  app.add_option("--listen", flags.listen, "gRPC address (JobService, WorkerService, Rendezvous)")
+      ->envname("DEEPNET_LISTEN")->capture_default_str();
+  app.add_option("--metrics-listen", flags.metrics_listen, "HTTP address of /metrics; empty: off")
+      ->envname("DEEPNET_METRICS_LISTEN")->capture_default_str();
+  app.add_option("--db", flags.db, "SQLite job store (created if missing)")
+      ->envname("DEEPNET_DB")->capture_default_str();
+  app.add_option("--tokens-file", flags.tokens_file,
+                 "bearer tokens: 'TOKEN USER [user|admin|worker]' per line; empty: no auth")
+      ->envname("DEEPNET_TOKENS_FILE");
+  app.add_option("--tls-cert", flags.tls_cert, "PEM server certificate chain (TLS on)")
+      ->envname("DEEPNET_TLS_CERT");
+  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert")
+      ->envname("DEEPNET_TLS_KEY");
+  app.add_option("--advertise-address", flags.advertise_address,
+                 "host:port trainers use for the rendezvous (default: hostname and bound port)")
+      ->envname("DEEPNET_ADVERTISE_ADDRESS");
+  app.add_option("--port-file", flags.port_file, "write the bound ports here once serving");
+  app.add_option("--heartbeat-interval-ms", flags.heartbeat_ms, "worker heartbeat period")
+      ->check(CLI::Range(10, 600000))->capture_default_str();
+  app.add_option("--lease-heartbeats", flags.lease_heartbeats,
+                 "heartbeats a worker may miss before it is lost")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--stop-grace-s", flags.stop_grace_s, "SIGTERM -> SIGKILL grace for ranks")
+      ->check(CLI::Range(0.0, 25.0))->capture_default_str();
+  app.add_option("--reattach-window-s", flags.reattach_window_s,
+                 "after a restart, how long running jobs wait for their workers")
+      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  app.add_option("--cluster-slots", flags.cluster_slots,
+                 "slots the cluster can ever have (submit check); 0: the registered workers'")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--max-overtakes", flags.max_overtakes,
+                 "times a blocked gang may be overtaken by smaller jobs (0: strict order)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_flag("--no-check-paths", flags.no_check_paths,
+               "do not check job data/checkpoint paths (coordinator without shared storage)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return deepnet::coordinator::Run(flags);
+}

@@ -1,0 +1,194 @@
+#pragma once
+// Plain data the coordinator core exchanges with its gRPC services (which convert to and from
+// deepnet.v1 protos at the boundary): worker registrations and reports in, commands out, and
+// the job views the JobService serves.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/job_spec.h"
+#include "coordinator/job_state.h"
+#include "coordinator/job_store.h"
+
+namespace deepnet::coordinator {
+
+// --- Workers -> coordinator. ---
+
+struct SlotFacts {
+  int index = 0;
+  bool cuda = false;
+  int device_index = -1;
+};
+
+struct HostFacts {
+  std::string hostname;
+  std::string address;
+  int cpu_count = 0;
+  int64_t memory_bytes = 0;
+  int gpu_count = 0;
+  std::vector<std::string> gpu_names;
+  std::string version;
+  std::string torch_version;
+};
+
+enum class TaskPhase { kStarting, kRunning, kStopping, kExited };
+
+// One trainer process as a worker reports it.
+struct TaskReport {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  TaskPhase phase = TaskPhase::kStarting;
+  int pid = 0;
+  int64_t step = 0;
+  int slot_index = 0;
+};
+
+struct Registration {
+  std::string worker_name;
+  HostFacts host;
+  std::vector<SlotFacts> slots;
+  std::vector<TaskReport> running_tasks;
+};
+
+struct RegistrationResult {
+  std::string worker_id;
+  int64_t epoch = 0;
+  int64_t heartbeat_interval_ms = 0;
+  int64_t lease_ms = 0;
+};
+
+struct TrainerExitReport {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  int exit_code = 0;
+  int signal = 0;
+  std::string message;
+  bool requested = false;
+};
+
+// One training progress point (deepnet.v1.MetricPoint without the proto).
+struct MetricSample {
+  int64_t step = 0;
+  double loss = 0;
+  double nll = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double update_norm = 0;  // 0: not measured at this step
+  int64_t time_ms = 0;
+  int attempt = 0;
+  int64_t memory_bytes = 0;
+};
+
+struct MetricReportData {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  std::vector<MetricSample> points;
+  std::vector<int64_t> checkpoint_steps;
+};
+
+// --- Coordinator -> workers. ---
+
+struct RankAssignmentData {
+  int rank = 0;
+  int stage = 0;
+  int replica = 0;
+  int slot_index = 0;
+};
+
+struct AssignmentCommand {
+  std::string job_id;
+  int attempt = 0;
+  std::vector<RankAssignmentData> ranks;
+  int world_size = 0;
+  int pipeline_stages = 0;
+  int data_parallel = 0;
+  std::string config_yaml;
+  std::string rendezvous_address;
+  int64_t rendezvous_timeout_ms = 0;
+};
+
+struct CancellationCommand {
+  std::string job_id;
+  int attempt = 0;
+  std::string reason;
+  int64_t grace_ms = 0;
+};
+
+// Where the core sends commands for one worker session. Implementations queue the command
+// and return at once (never block, never call back into the coordinator).
+class WorkerCommandSink {
+ public:
+  virtual ~WorkerCommandSink() = default;
+  virtual void SendAssignment(int64_t epoch, const AssignmentCommand& command) = 0;
+  virtual void SendCancellation(int64_t epoch, const CancellationCommand& command) = 0;
+  virtual void SendLease(int64_t epoch, int64_t valid_for_ms, int64_t expire_time_ms) = 0;
+  // Ends the session (the worker registered again, or the coordinator shuts down).
+  virtual void Close(const absl::Status& status) = 0;
+};
+
+// --- Views served by the JobService. ---
+
+enum class EventType {
+  kStateChanged,
+  kPlaced,
+  kRankExited,
+  kWorkerLost,
+  kCheckpointSaved,
+  kHangDetected,
+  kCancelRequested,
+  kOther,  // an event kind this version does not know (shown with its raw text)
+};
+
+// A job event as the API shows it, decoded from the store's (kind, message) events.
+struct JobEventView {
+  std::string job_id;
+  int64_t sequence = 0;
+  int64_t time_ms = 0;
+  EventType type = EventType::kStateChanged;
+  int attempt = 0;
+  std::optional<JobState> from_state;  // unset for the creation event
+  JobState to_state = JobState::kQueued;
+  std::optional<RecoveryCause> cause;
+  int rank = 0;
+  int exit_code = 0;
+  int signal = 0;
+  std::string worker_id;
+  int64_t checkpoint_step = 0;
+  std::string message;
+};
+
+struct RankView {
+  int rank = 0;
+  int stage = 0;
+  int replica = 0;
+  std::string worker_id;
+  int slot = 0;
+};
+
+struct JobView {
+  JobRecord record;
+  JobSpecInfo spec;
+  std::vector<RankView> placement;
+  int64_t latest_checkpoint_step = 0;
+  int64_t start_time_ms = 0;  // first RUNNING; 0 before
+  int64_t end_time_ms = 0;    // terminal; 0 before
+  int64_t last_event_seq = 0;
+};
+
+struct CheckpointView {
+  int64_t step = 0;
+  std::string path;
+  int64_t time_ms = 0;
+  int64_t size_bytes = 0;
+  bool latest = false;
+  int attempt = 0;
+};
+
+}  // namespace deepnet::coordinator

@@ -1,0 +1,501 @@
+// Coordinator: worker registrations, sessions, heartbeats and leases, and what workers report
+// (task states, trainer exits, metrics). A registration or session message carrying an epoch
+// other than the worker's current one is refused (ABORTED), so nothing stale acts on a job.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/coordinator.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool ValidWorkerName(const std::string& name) {
+  if (name.empty() || name.size() > 128) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == '_';
+  });
+}
+
+std::string DescribeExit(const TrainerExitReport& exit) {
+  return exit.signal != 0 ? absl::StrCat("was killed by signal ", exit.signal)
+                          : absl::StrCat("exited with code ", exit.exit_code);
+}
+
+}  // namespace
+
+absl::StatusOr<RegistrationResult> Coordinator::Register(const Registration& registration) {
+  if (!ValidWorkerName(registration.worker_name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker_name \"", registration.worker_name, "\" must be 1-128 of [A-Za-z0-9._-]"));
+  }
+  const int n = static_cast<int>(registration.slots.size());
+  if (n < 1) return absl::InvalidArgumentError("slots: a worker must offer at least one slot");
+  std::set<int> indices;
+  for (const SlotFacts& s : registration.slots) {
+    if (s.index < 0 || s.index >= n || !indices.insert(s.index).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slots: indices must be 0..", n - 1, " each once (got ", s.index, ")"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
+  absl::StatusOr<int64_t> epoch = epochs_->Next(registration.worker_name);
+  if (!epoch.ok()) return epoch.status();
+  const std::string& id = registration.worker_name;
+  auto [it, is_new] = workers_.try_emplace(id);
+  WorkerRuntime& worker = it->second;
+  worker.id = id;
+  if (worker.sink) {
+    worker.sink->Close(absl::AbortedError(
+        absl::StrCat("worker ", id, " registered again (epoch ", *epoch, ")")));
+    worker.sink = nullptr;
+  }
+  const std::optional<WorkerInfo> known = scheduler_->FindWorker(id);
+  if (known.has_value() && known->slots != n) {
+    absl::StatusOr<std::vector<LostRanks>> lost = scheduler_->RemoveWorker(id);
+    if (lost.ok()) HandleLostRanks(*lost, id, "worker re-registered with a different slot count");
+  }
+  if (!scheduler_->FindWorker(id).has_value()) {
+    if (absl::Status s = scheduler_->AddWorker(id, n); !s.ok()) return s;
+  }
+  // No placements until its session is open (a gang must not land on a worker it cannot reach).
+  (void)scheduler_->UpdateWorkerState(id, WorkerState::kDraining);
+  worker.epoch = *epoch;
+  worker.host = registration.host;
+  worker.slots = registration.slots;
+  worker.last_heard = Clock::now();
+  worker.lost = false;
+  worker.missed_reported = 0;
+  worker.pending_cancels.clear();
+  ReconcileTasks(worker, registration.running_tasks, /*registering=*/true);
+  spdlog::info("worker {} registered: epoch {}, {} slot(s), {} running task(s)", id, *epoch, n,
+               registration.running_tasks.size());
+  RegistrationResult result;
+  result.worker_id = id;
+  result.epoch = *epoch;
+  result.heartbeat_interval_ms = options_.heartbeat_interval.count();
+  result.lease_ms = options_.heartbeat_interval.count() * options_.lease_heartbeats;
+  return result;
+}
+
+absl::StatusOr<Coordinator::WorkerRuntime*> Coordinator::CheckEpoch(const std::string& worker_id,
+                                                                    int64_t epoch) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+  }
+  if (it->second.epoch != epoch || it->second.lost) {
+    return absl::AbortedError(absl::StrCat("worker ", worker_id, ": epoch ", epoch,
+                                           " is stale (current ", it->second.epoch,
+                                           it->second.lost ? ", worker was lost" : "",
+                                           "); register again"));
+  }
+  return &it->second;
+}
+
+absl::Status Coordinator::AttachSession(const std::string& worker_id, int64_t epoch,
+                                        std::shared_ptr<WorkerCommandSink> sink) {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
+  absl::StatusOr<WorkerRuntime*> worker = CheckEpoch(worker_id, epoch);
+  if (!worker.ok()) return worker.status();
+  WorkerRuntime& w = **worker;
+  if (w.sink) w.sink->Close(absl::AbortedError("a newer session replaced this one"));
+  w.sink = std::move(sink);
+  w.last_heard = Clock::now();
+  for (const CancellationCommand& c : w.pending_cancels) w.sink->SendCancellation(w.epoch, c);
+  w.pending_cancels.clear();
+  (void)scheduler_->UpdateWorkerState(worker_id, WorkerState::kReady);
+  schedule_dirty_ = true;
+  return absl::OkStatus();
+}
+
+void Coordinator::DetachSession(const std::string& worker_id, int64_t epoch,
+                                const WorkerCommandSink* sink) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.epoch != epoch || it->second.sink.get() != sink) return;
+  it->second.sink = nullptr;
+  // Its ranks keep running; it takes no new ones until it is back (or its lease runs out).
+  if (!it->second.lost) (void)scheduler_->UpdateWorkerState(worker_id, WorkerState::kDraining);
+}
+
+void Coordinator::SendCancel(const std::string& worker_id, const CancellationCommand& command) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.lost) return;
+  WorkerRuntime& worker = it->second;
+  if (worker.sink) {
+    worker.sink->SendCancellation(worker.epoch, command);
+    return;
+  }
+  for (const CancellationCommand& c : worker.pending_cancels) {
+    if (c.job_id == command.job_id && c.attempt == command.attempt) return;
+  }
+  worker.pending_cancels.push_back(command);
+}
+
+void Coordinator::MarkRankExited(JobRuntime& job, int rank) {
+  if (rank < 0 || rank >= static_cast<int>(job.ranks.size())) return;
+  job.ranks[rank].exited = true;
+  job.ranks[rank].phase = TaskPhase::kExited;
+}
+
+void Coordinator::ReconcileTasks(WorkerRuntime& worker, const std::vector<TaskReport>& tasks,
+                                 bool registering) {
+  std::set<std::pair<std::string, int>> listed;  // (job, rank) of the current attempts
+  for (const TaskReport& task : tasks) {
+    JobRuntime* job = FindJob(task.job_id);
+    const bool current = job != nullptr && task.attempt == job->record.attempt &&
+                         !IsTerminal(job->record.state);
+    if (current && job->reattaching) {
+      const int world = job->record.pipeline_stages * job->record.data_parallel;
+      if (task.rank < 0 || task.rank >= world) continue;
+      const int d = job->record.data_parallel;
+      job->reattached[task.rank] =
+          RankView{task.rank, task.rank / d, task.rank % d, worker.id, task.slot_index};
+      job->reattached_phase[task.rank] = task.phase;
+      listed.insert({task.job_id, task.rank});
+      MaybeCompleteReattach(*job);
+      continue;
+    }
+    const bool ours = current && !job->stopping && task.rank >= 0 &&
+                      task.rank < static_cast<int>(job->ranks.size()) &&
+                      job->ranks[task.rank].view.worker_id == worker.id &&
+                      !job->ranks[task.rank].exited;
+    if (ours) {
+      listed.insert({task.job_id, task.rank});
+      if (task.phase == TaskPhase::kRunning) job->ranks[task.rank].phase = TaskPhase::kRunning;
+      CheckAllRunning(*job);
+      continue;
+    }
+    if (current && !job->ranks.empty() && task.rank >= 0 &&
+        task.rank < static_cast<int>(job->ranks.size()) && !job->ranks[task.rank].exited) {
+      listed.insert({task.job_id, task.rank});  // stopping: its exit report will come
+    }
+    if (task.phase == TaskPhase::kStopping || task.phase == TaskPhase::kExited) continue;
+    if (current && job->stopping) {
+      SendCancel(worker.id, CancellationCommand{task.job_id, task.attempt, job->stop_message,
+                                                options_.stop_grace.count()});
+    } else if (!ours) {
+      SendCancel(worker.id, CancellationCommand{task.job_id, task.attempt,
+                                                "not part of a live attempt of its job",
+                                                options_.stop_grace.count()});
+    }
+  }
+  if (!registering) return;
+  // A worker that registers without listing a rank we placed on it has lost that rank (the
+  // daemon restarted, or the trainer died while the worker was away).
+  for (auto& [id, job] : jobs_) {
+    bool lost_any = false;
+    for (RankRuntime& r : job.ranks) {
+      if (r.view.worker_id != worker.id || r.exited || listed.count({id, r.view.rank})) continue;
+      MarkRankExited(job, r.view.rank);
+      lost_any = true;
+    }
+    if (!lost_any) continue;
+    const std::string why =
+        absl::StrCat("worker ", worker.id, " re-registered without some of the job's ranks");
+    JobEventView lost;
+    lost.type = EventType::kWorkerLost;
+    lost.worker_id = worker.id;
+    lost.message = why;
+    AddEvent(job, lost);
+    if (job.stopping) {
+      MaybeFinishStop(job);
+    } else {
+      FailRanks(job, RecoveryCause::kWorkerLost, why);
+    }
+  }
+}
+
+void Coordinator::MaybeCompleteReattach(JobRuntime& job) {
+  const int world = job.record.pipeline_stages * job.record.data_parallel;
+  const int d = job.record.data_parallel;
+  if (static_cast<int>(job.reattached.size() + job.reattach_exits.size()) < world) return;
+  bool all_exited = job.reattached.empty();
+  bool all_clean = true;
+  std::string failed;
+  for (const auto& [rank, exit] : job.reattach_exits) {
+    if (!exit.second && failed.empty()) {
+      failed = absl::StrCat("rank ", rank, " on worker ", exit.first,
+                            " failed while the coordinator was away");
+    }
+    all_clean &= exit.second;
+  }
+  if (all_exited) {
+    // Nothing runs any more: the job ended while we were away.
+    job.reattaching = false;
+    job.reattach_exits.clear();
+    if (all_clean) {
+      if (job.record.state == JobState::kStarting) (void)Move(job, JobState::kRunning, "all ranks ran");
+      (void)Move(job, JobState::kSucceeded, "all ranks finished while the coordinator was away");
+    } else if (Move(job, JobState::kRecovering, failed, RecoveryCause::kWorkerExit).ok()) {
+      job.after_stop = AfterStop::kRestart;
+      job.stop_message = failed;
+      FinishStop(job);
+    }
+    return;
+  }
+  // Exited ranks get a slot of their worker for the books (theirs is free now anyway).
+  std::map<std::string, std::set<int>> used;
+  for (const auto& [rank, view] : job.reattached) used[view.worker_id].insert(view.slot);
+  std::map<int, RankView> all = job.reattached;
+  for (const auto& [rank, exit] : job.reattach_exits) {
+    int slot = 0;
+    while (used[exit.first].count(slot)) ++slot;
+    used[exit.first].insert(slot);
+    all[rank] = RankView{rank, rank / d, rank % d, exit.first, slot};
+  }
+  Placement placement;
+  placement.job_id = job.record.id;
+  placement.pipeline_stages = job.record.pipeline_stages;
+  placement.data_parallel = d;
+  for (const auto& [rank, view] : all) placement.ranks.push_back(RankSlot{view.worker_id, view.slot});
+  if (absl::Status s = scheduler_->RestorePlacement(placement); !s.ok()) {
+    spdlog::warn("job {}: cannot re-adopt its ranks: {}", job.record.id, s.ToString());
+    return;  // stays reattaching; the window's end restarts it
+  }
+  job.placed = true;
+  job.reattaching = false;
+  job.ranks.clear();
+  for (const auto& [rank, view] : all) {
+    RankRuntime r;
+    r.view = view;
+    auto exit = job.reattach_exits.find(rank);
+    if (exit != job.reattach_exits.end()) {
+      r.exited = true;
+      r.clean_exit = exit->second.second;
+      r.phase = TaskPhase::kExited;
+    } else {
+      r.phase = job.reattached_phase[rank];
+    }
+    job.ranks.push_back(r);
+  }
+  job.reattached.clear();
+  job.reattached_phase.clear();
+  job.reattach_exits.clear();
+  job.last_progress = job.state_since = Clock::now();
+  (void)rendezvous_->OpenAttempt({job.record.id, job.record.attempt});
+  spdlog::info("job {}: re-adopted all {} ranks of attempt {}", job.record.id, world,
+               job.record.attempt);
+  if (!failed.empty()) {
+    FailRanks(job, RecoveryCause::kWorkerExit, failed);
+  } else {
+    CheckAllRunning(job);
+  }
+}
+
+absl::Status Coordinator::OnHeartbeat(const std::string& worker_id, int64_t epoch,
+                                      const std::vector<TaskReport>& tasks) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRuntime*> worker = CheckEpoch(worker_id, epoch);
+  if (!worker.ok()) return worker.status();
+  WorkerRuntime& w = **worker;
+  w.last_heard = Clock::now();
+  w.missed_reported = 0;
+  ReconcileTasks(w, tasks, /*registering=*/false);
+  if (w.sink) {
+    const int64_t lease_ms = options_.heartbeat_interval.count() * options_.lease_heartbeats;
+    w.sink->SendLease(w.epoch, lease_ms, NowMs() + lease_ms);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::OnTrainerExit(const std::string& worker_id, int64_t epoch,
+                                        const TrainerExitReport& exit) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRuntime*> worker = CheckEpoch(worker_id, epoch);
+  if (!worker.ok()) return worker.status();
+  (*worker)->last_heard = Clock::now();
+  JobRuntime* job = FindJob(exit.job_id);
+  if (job != nullptr && job->reattaching && exit.attempt == job->record.attempt &&
+      exit.rank >= 0 && exit.rank < job->record.pipeline_stages * job->record.data_parallel) {
+    job->reattached.erase(exit.rank);
+    job->reattach_exits[exit.rank] = {worker_id, exit.exit_code == 0 && exit.signal == 0};
+    MaybeCompleteReattach(*job);
+    return absl::OkStatus();
+  }
+  if (job == nullptr || exit.attempt != job->record.attempt || exit.rank < 0 ||
+      exit.rank >= static_cast<int>(job->ranks.size()) ||
+      job->ranks[exit.rank].view.worker_id != worker_id || job->ranks[exit.rank].exited) {
+    return absl::OkStatus();  // an earlier attempt's rank, or already accounted for
+  }
+  MarkRankExited(*job, exit.rank);
+  const bool clean = exit.exit_code == 0 && exit.signal == 0;
+  job->ranks[exit.rank].clean_exit = clean;
+  JobEventView event;
+  event.type = EventType::kRankExited;
+  event.rank = exit.rank;
+  event.exit_code = exit.exit_code;
+  event.signal = exit.signal;
+  event.worker_id = worker_id;
+  event.message = exit.message;
+  AddEvent(*job, event);
+  if (job->stopping) {
+    MaybeFinishStop(*job);
+    return absl::OkStatus();
+  }
+  if (!clean) {
+    std::string why = absl::StrCat("rank ", exit.rank, " on worker ", worker_id, " ",
+                                   DescribeExit(exit));
+    if (!exit.message.empty()) {
+      std::string tail = exit.message.substr(exit.message.find_last_of('\n', exit.message.size() - 2) + 1);
+      absl::StripAsciiWhitespace(&tail);
+      if (!tail.empty()) absl::StrAppend(&why, ": ", tail);
+    }
+    FailRanks(*job, RecoveryCause::kWorkerExit, why);
+    return absl::OkStatus();
+  }
+  for (const RankRuntime& r : job->ranks) {
+    if (!r.exited || !r.clean_exit) return absl::OkStatus();  // the others are still finishing
+  }
+  if (job->record.state == JobState::kStarting) {
+    (void)Move(*job, JobState::kRunning, "all ranks ran");
+  }
+  ReleaseAttempt(*job);
+  (void)Move(*job, JobState::kSucceeded,
+             absl::StrCat("all ranks finished at step ", job->record.last_step));
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
+                                    const MetricReportData& report) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRuntime*> worker = CheckEpoch(worker_id, epoch);
+  if (!worker.ok()) return worker.status();
+  (*worker)->last_heard = Clock::now();
+  JobRuntime* job = FindJob(report.job_id);
+  if (job == nullptr || report.attempt != job->record.attempt) return absl::OkStatus();
+  int64_t max_step = job->record.last_step;
+  for (MetricSample point : report.points) {
+    point.attempt = report.attempt;
+    if (point.time_ms == 0) point.time_ms = NowMs();
+    job->points.push_back(point);
+    while (job->points.size() > options_.points_per_job) {
+      job->points.pop_front();
+      ++job->points_base;
+    }
+    if (point.step > job->attempt_max_step) {
+      job->attempt_max_step = point.step;
+      job->last_progress = Clock::now();
+    }
+    max_step = point.step;
+  }
+  if (!report.points.empty()) {
+    if (metrics_ != nullptr) {
+      const MetricSample& last = report.points.back();
+      TrainingSample sample;
+      sample.step = last.step;
+      sample.loss = last.loss;
+      sample.tokens_per_s = last.tokens_per_s;
+      sample.lr = last.lr;
+      sample.grad_norm = last.grad_norm;
+      if (last.update_norm > 0) sample.update_norm = last.update_norm;
+      sample.memory_bytes = last.memory_bytes;
+      metrics_->SetJobTraining(job->record.id, sample);
+    }
+    JobProgress progress;
+    progress.last_step = max_step;
+    progress.expected_attempt = job->record.attempt;
+    absl::StatusOr<JobRecord> updated = store_->UpdateProgress(job->record.id, progress);
+    if (updated.ok()) job->record = *updated;
+  }
+  for (int64_t step : report.checkpoint_steps) {
+    job->latest_checkpoint_step = std::max(job->latest_checkpoint_step, step);
+    job->checkpoint_attempts[step] = report.attempt;
+    JobEventView saved;
+    saved.type = EventType::kCheckpointSaved;
+    saved.checkpoint_step = step;
+    saved.message = absl::StrCat("checkpoint at step ", step);
+    AddEvent(*job, saved);
+  }
+  ++change_counter_;
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::OnAssignmentRefused(const std::string& worker_id, int64_t epoch,
+                                              const std::string& job_id, int attempt,
+                                              const std::string& error) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRuntime*> worker = CheckEpoch(worker_id, epoch);
+  if (!worker.ok()) return worker.status();
+  JobRuntime* job = FindJob(job_id);
+  if (job == nullptr || attempt != job->record.attempt) return absl::OkStatus();
+  for (RankRuntime& r : job->ranks) {
+    if (r.view.worker_id == worker_id) MarkRankExited(*job, r.view.rank);
+  }
+  const std::string why = absl::StrCat("worker ", worker_id, " refused the assignment: ", error);
+  if (job->stopping) {
+    MaybeFinishStop(*job);
+  } else {
+    FailRanks(*job, RecoveryCause::kWorkerExit, why);
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::CheckLeases(Clock::time_point now) {
+  const auto interval = options_.heartbeat_interval;
+  const auto lease = interval * options_.lease_heartbeats;
+  for (auto& [id, worker] : workers_) {
+    if (worker.lost) continue;
+    const auto silent = now - worker.last_heard;
+    // A heartbeat counts as missed once half an interval past when it was due.
+    while (silent > interval * (worker.missed_reported + 1) + interval / 2 &&
+           worker.missed_reported < options_.lease_heartbeats) {
+      ++worker.missed_reported;
+      if (metrics_ != nullptr) metrics_->IncHeartbeatsMissed(1);
+    }
+    if (silent > lease) {
+      LoseWorker(worker, absl::StrCat("worker ", id, " missed ", options_.lease_heartbeats,
+                                      " heartbeats (lease ", lease.count(), " ms)"));
+    }
+  }
+}
+
+void Coordinator::LoseWorker(WorkerRuntime& worker, const std::string& why) {
+  spdlog::warn("{}", why);
+  worker.lost = true;
+  if (worker.sink) worker.sink->Close(absl::UnavailableError(why));
+  worker.sink = nullptr;
+  absl::StatusOr<std::vector<LostRanks>> lost =
+      scheduler_->UpdateWorkerState(worker.id, WorkerState::kLost);
+  if (lost.ok()) HandleLostRanks(*lost, worker.id, why);
+  // Jobs waiting to re-adopt ranks there will not get them back.
+  for (auto& [id, job] : jobs_) {
+    for (auto it = job.reattached.begin(); it != job.reattached.end();) {
+      it = it->second.worker_id == worker.id ? job.reattached.erase(it) : std::next(it);
+    }
+  }
+}
+
+void Coordinator::HandleLostRanks(const std::vector<LostRanks>& lost, const std::string& worker_id,
+                                  const std::string& why) {
+  for (const LostRanks& l : lost) {
+    JobRuntime* job = FindJob(l.job_id);
+    if (job == nullptr) continue;
+    for (int rank : l.ranks) MarkRankExited(*job, rank);
+    JobEventView event;
+    event.type = EventType::kWorkerLost;
+    event.worker_id = worker_id;
+    event.message = why;
+    AddEvent(*job, event);
+    if (job->stopping) {
+      MaybeFinishStop(*job);
+    } else {
+      FailRanks(*job, RecoveryCause::kWorkerLost, why);
+    }
+  }
+}
+
+}  // namespace deepnet::coordinator

@@ -1,0 +1,127 @@
+#include "coordinator/job_events.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/string_view.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+constexpr struct {
+  EventType type;
+  const char* kind;
+} kKinds[] = {
+    {EventType::kPlaced, "placed"},
+    {EventType::kRankExited, "rank_exited"},
+    {EventType::kWorkerLost, "worker_lost"},
+    {EventType::kCheckpointSaved, "checkpoint_saved"},
+    {EventType::kHangDetected, "hang_detected"},
+    {EventType::kCancelRequested, "cancel_requested"},
+};
+
+// "created QUEUED[: reason]" or "FROM -> TO[ (CAUSE)][: reason]" (ApplyStateChange's format).
+void DecodeStateMessage(const std::string& text, JobEventView* view) {
+  absl::string_view rest = text;
+  if (absl::ConsumePrefix(&rest, "created ")) {
+    view->from_state.reset();
+  } else {
+    const size_t arrow = rest.find(" -> ");
+    if (arrow == absl::string_view::npos) {
+      view->message = text;
+      return;
+    }
+    absl::StatusOr<JobState> from = ParseJobState(rest.substr(0, arrow));
+    if (from.ok()) view->from_state = *from;
+    rest.remove_prefix(arrow + 4);
+  }
+  const size_t end = rest.find_first_of(" :");
+  absl::StatusOr<JobState> to = ParseJobState(rest.substr(0, end));
+  if (to.ok()) view->to_state = *to;
+  rest = end == absl::string_view::npos ? absl::string_view() : rest.substr(end);
+  if (absl::ConsumePrefix(&rest, " (")) {
+    const size_t close = rest.find(')');
+    absl::StatusOr<RecoveryCause> cause = ParseRecoveryCause(rest.substr(0, close));
+    if (cause.ok()) view->cause = *cause;
+    rest = close == absl::string_view::npos ? absl::string_view() : rest.substr(close + 1);
+  }
+  absl::ConsumePrefix(&rest, ": ");
+  view->message = std::string(rest);
+}
+
+}  // namespace
+
+EncodedEvent EncodeJobEvent(const JobEventView& event) {
+  EncodedEvent out;
+  for (const auto& k : kKinds) {
+    if (k.type == event.type) out.kind = k.kind;
+  }
+  nlohmann::json j = {{"attempt", event.attempt}, {"message", event.message}};
+  switch (event.type) {
+    case EventType::kRankExited:
+      j["rank"] = event.rank;
+      j["exit_code"] = event.exit_code;
+      j["signal"] = event.signal;
+      j["worker_id"] = event.worker_id;
+      break;
+    case EventType::kWorkerLost:
+    case EventType::kPlaced:
+      j["worker_id"] = event.worker_id;
+      break;
+    case EventType::kCheckpointSaved:
+      j["checkpoint_step"] = event.checkpoint_step;
+      break;
+    default:
+      break;
+  }
+  out.message = j.dump();
+  return out;
+}
+
+std::vector<JobEventView> DecodeJobEvents(const std::vector<JobEvent>& events) {
+  std::vector<JobEventView> out;
+  out.reserve(events.size());
+  int attempt = 0;
+  for (const JobEvent& e : events) {
+    JobEventView view;
+    view.job_id = e.job_id;
+    view.sequence = e.seq;
+    view.time_ms = e.time_ms;
+    if (e.kind == "state") {
+      view.type = EventType::kStateChanged;
+      DecodeStateMessage(e.message, &view);
+      if (view.from_state.has_value() && view.to_state == JobState::kStarting) ++attempt;
+      view.attempt = attempt;
+      out.push_back(std::move(view));
+      continue;
+    }
+    bool known = false;
+    for (const auto& k : kKinds) {
+      if (e.kind == k.kind) {
+        view.type = k.type;
+        known = true;
+      }
+    }
+    const nlohmann::json j = nlohmann::json::parse(e.message, nullptr, /*allow_exceptions=*/false);
+    if (!known || !j.is_object()) {
+      view.type = EventType::kOther;
+      view.message = absl::StrCat(e.kind, ": ", e.message);
+      view.attempt = attempt;
+      out.push_back(std::move(view));
+      continue;
+    }
+    view.attempt = j.value("attempt", attempt);
+    view.message = j.value("message", std::string());
+    view.rank = j.value("rank", 0);
+    view.exit_code = j.value("exit_code", 0);
+    view.signal = j.value("signal", 0);
+    view.worker_id = j.value("worker_id", std::string());
+    view.checkpoint_step = j.value("checkpoint_step", int64_t{0});
+    out.push_back(std::move(view));
+  }
+  return out;
+}
+
+}  // namespace deepnet::coordinator

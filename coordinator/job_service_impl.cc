@@ -1,0 +1,265 @@
+#include "coordinator/job_service_impl.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "coordinator/proto_convert.h"
+#include "proto/rpc/rpc_util.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+using rpc::ToGrpc;
+
+constexpr size_t kMaxIdempotencyKey = 128;
+constexpr size_t kMaxSpecBytes = 1 << 20;
+constexpr int kReplayBatch = 500;
+
+// JobSpec fields a client set must agree with what the YAML says (proto3: set = non-default).
+absl::Status CheckSpecAgrees(const v1::JobSpec& given, const JobSpecInfo& parsed) {
+  auto mismatch = [](const char* field, const std::string& got, const std::string& yaml) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.", field, " is ", got,
+                                                   " but the YAML says ", yaml));
+  };
+  if (!given.name().empty() && given.name() != parsed.name) {
+    return mismatch("name", given.name(), parsed.name);
+  }
+  if (given.pipeline_stages() != 0 && given.pipeline_stages() != parsed.pipeline_stages) {
+    return mismatch("pipeline_stages", absl::StrCat(given.pipeline_stages()),
+                    absl::StrCat(parsed.pipeline_stages, " (parallel.pipeline_stages)"));
+  }
+  if (given.data_parallel() != 0 && given.data_parallel() != parsed.data_parallel) {
+    return mismatch("data_parallel", absl::StrCat(given.data_parallel()),
+                    absl::StrCat(parsed.data_parallel, " (parallel.data_parallel)"));
+  }
+  if (given.device() != v1::DEVICE_KIND_UNSPECIFIED &&
+      (given.device() == v1::DEVICE_KIND_CUDA) != parsed.cuda) {
+    return mismatch("device", v1::DeviceKind_Name(given.device()),
+                    parsed.cuda ? "cuda (runtime.device)" : "cpu (runtime.device)");
+  }
+  if (given.priority() != 0 && given.priority() != parsed.priority) {
+    return mismatch("priority", absl::StrCat(given.priority()),
+                    absl::StrCat(parsed.priority, " (scheduling.priority)"));
+  }
+  if (given.max_restarts() != 0 && given.max_restarts() != parsed.max_restarts) {
+    return mismatch("max_restarts", absl::StrCat(given.max_restarts()),
+                    absl::StrCat(parsed.max_restarts, " (scheduling.max_restarts)"));
+  }
+  if (given.has_hang_timeout()) {
+    const double s = static_cast<double>(TimeUtil::DurationToMilliseconds(given.hang_timeout())) / 1000;
+    if (std::abs(s - parsed.hang_timeout_s) > 1e-3) {
+      return mismatch("hang_timeout", absl::StrCat(s, " s"),
+                      absl::StrCat(parsed.hang_timeout_s, " s (scheduling.hang_timeout_s)"));
+    }
+  }
+  if (given.max_steps() != 0 && given.max_steps() != parsed.max_steps) {
+    return mismatch("max_steps", absl::StrCat(given.max_steps()),
+                    absl::StrCat(parsed.max_steps, " (train.max_steps)"));
+  }
+  if (!given.checkpoint_dir().empty() && given.checkpoint_dir() != parsed.checkpoint_dir) {
+    return mismatch("checkpoint_dir", given.checkpoint_dir(),
+                    absl::StrCat(parsed.checkpoint_dir, " (checkpoint.dir)"));
+  }
+  for (const auto& [key, value] : given.labels()) {
+    auto it = parsed.labels.find(key);
+    if (it == parsed.labels.end() || it->second != value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.labels[", key, "] is \"", value, "\" but scheduling.labels in the YAML ",
+          it == parsed.labels.end() ? "does not have it" : "says \"" + it->second + "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Principal> JobServiceImpl::Admit(grpc::ServerContext* context,
+                                                const std::string& job_id) {
+  absl::StatusOr<Principal> principal = auth_.Authenticate(*context);
+  if (!principal.ok()) return principal;
+  if (principal->role == Role::kWorker) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "user ", principal->user, " holds a worker token, which is for WorkerService and the "
+        "rendezvous only; use a user token for jobs"));
+  }
+  if (job_id.empty()) return principal;
+  absl::StatusOr<JobView> job = coordinator_.GetJob(job_id);
+  if (!job.ok()) return job.status();
+  if (absl::Status s = CheckJobAccess(*principal, job->record.owner, job_id); !s.ok()) return s;
+  return principal;
+}
+
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
+                                       const v1::SubmitJobRequest* request,
+                                       v1::SubmitJobResponse* response) {
+  absl::StatusOr<Principal> principal = Admit(context, "");
+  if (!principal.ok()) return ToGrpc(principal.status());
+  const std::string& yaml = request->spec().config_yaml();
+  if (yaml.empty()) {
+    return ToGrpc(absl::InvalidArgumentError("spec.config_yaml: empty (send the job YAML)"));
+  }
+  if (yaml.size() > kMaxSpecBytes) {
+    return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+        "spec.config_yaml: ", yaml.size(), " bytes, more than the ", kMaxSpecBytes, " allowed")));
+  }
+  if (request->idempotency_key().size() > kMaxIdempotencyKey) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("idempotency_key: longer than ", kMaxIdempotencyKey, " characters")));
+  }
+  absl::StatusOr<JobSpecInfo> spec = coordinator_.ParseSpec(yaml);
+  if (!spec.ok()) return ToGrpc(spec.status());
+  if (absl::Status s = CheckSpecAgrees(request->spec(), *spec); !s.ok()) return ToGrpc(s);
+  if (request->validate_only()) {
+    v1::Job* job = response->mutable_job();
+    job->set_owner(principal->user);
+    job->mutable_spec()->set_config_yaml(yaml);
+    FillSpec(*spec, job->mutable_spec());
+    response->set_created(false);
+    return grpc::Status::OK;
+  }
+  SubmitRequestData submit;
+  submit.owner = principal->user;
+  submit.idempotency_key = request->idempotency_key();
+  submit.config_yaml = yaml;
+  submit.spec = *spec;
+  absl::StatusOr<SubmitResultData> result = coordinator_.Submit(submit);
+  if (!result.ok()) return ToGrpc(result.status());
+  *response->mutable_job() = ToProto(result->job);
+  response->set_created(result->created);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                                    v1::Job* response) {
+  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
+  if (!principal.ok()) return ToGrpc(principal.status());
+  absl::StatusOr<JobView> job = coordinator_.GetJob(request->job_id());
+  if (!job.ok()) return ToGrpc(job.status());
+  *response = ToProto(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+                                      const v1::ListJobsRequest* request,
+                                      v1::ListJobsResponse* response) {
+  absl::StatusOr<Principal> principal = Admit(context, "");
+  if (!principal.ok()) return ToGrpc(principal.status());
+  ListRequestData list;
+  const std::string& owner = request->owner();
+  if (owner.empty()) {
+    list.owner = principal->user;
+  } else if (owner == "*" || owner != principal->user) {
+    if (principal->role != Role::kAdmin) {
+      return ToGrpc(absl::PermissionDeniedError(absl::StrCat(
+          "owner: user ", principal->user, " may list only their own jobs (an admin may use '",
+          owner, "')")));
+    }
+    list.owner = owner == "*" ? "" : owner;
+  } else {
+    list.owner = owner;
+  }
+  for (int i = 0; i < request->states_size(); ++i) {
+    absl::StatusOr<JobState> s =
+        FromProto(request->states(i), absl::StrCat("states[", i, "]"));
+    if (!s.ok()) return ToGrpc(s.status());
+    list.states.push_back(*s);
+  }
+  list.labels.insert(request->labels().begin(), request->labels().end());
+  list.name_prefix = request->name_prefix();
+  list.page_size = request->page_size();
+  list.page_token = request->page_token();
+  auto page = coordinator_.ListJobs(list);
+  if (!page.ok()) return ToGrpc(page.status());
+  for (const JobView& job : page->first) *response->add_jobs() = ToProto(job);
+  response->set_next_page_token(page->second);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
+                                       const v1::CancelJobRequest* request, v1::Job* response) {
+  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
+  if (!principal.ok()) return ToGrpc(principal.status());
+  absl::StatusOr<JobView> job = coordinator_.Cancel(request->job_id(), request->reason());
+  if (!job.ok()) return ToGrpc(job.status());
+  *response = ToProto(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
+                                      const v1::WatchJobRequest* request,
+                                      grpc::ServerWriter<v1::WatchJobResponse>* writer) {
+  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  if (request->from_sequence() < 0) {
+    return ToGrpc(absl::InvalidArgumentError("from_sequence: must be >= 0"));
+  }
+  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
+  if (!principal.ok()) return ToGrpc(principal.status());
+  absl::StatusOr<JobView> job = coordinator_.GetJob(request->job_id());
+  if (!job.ok()) return ToGrpc(job.status());
+  v1::WatchJobResponse first;
+  *first.mutable_snapshot() = ToProto(*job);
+  if (!writer->Write(first)) return grpc::Status::OK;
+  int64_t after = request->from_sequence() > 0 ? request->from_sequence() - 1 : job->last_event_seq;
+  bool terminal = IsTerminal(job->record.state);
+  while (!context->IsCancelled()) {
+    absl::StatusOr<EventBatch> batch =
+        coordinator_.WaitEvents(request->job_id(), after, absl::Seconds(1));
+    if (!batch.ok()) return ToGrpc(batch.status());
+    for (const JobEventView& e : batch->events) {
+      v1::WatchJobResponse out;
+      *out.mutable_event() = ToProto(e);
+      if (!writer->Write(out)) return grpc::Status::OK;
+      after = e.sequence;
+    }
+    if (batch->terminal || terminal) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the watch");
+}
+
+grpc::Status JobServiceImpl::StreamMetrics(grpc::ServerContext* context,
+                                           const v1::StreamMetricsRequest* request,
+                                           grpc::ServerWriter<v1::StreamMetricsResponse>* writer) {
+  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  if (request->from_step() < 0) return ToGrpc(absl::InvalidArgumentError("from_step: must be >= 0"));
+  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
+  if (!principal.ok()) return ToGrpc(principal.status());
+  absl::StatusOr<int64_t> cursor =
+      coordinator_.PointCursor(request->job_id(), request->from_step(), request->live_only());
+  if (!cursor.ok()) return ToGrpc(cursor.status());
+  while (!context->IsCancelled()) {
+    absl::StatusOr<PointBatch> batch =
+        coordinator_.WaitPoints(request->job_id(), *cursor, absl::Seconds(1));
+    if (!batch.ok()) return ToGrpc(batch.status());
+    for (size_t i = 0; i < batch->points.size(); i += kReplayBatch) {
+      v1::StreamMetricsResponse out;
+      const size_t end = std::min(batch->points.size(), i + kReplayBatch);
+      for (size_t j = i; j < end; ++j) *out.add_points() = ToProto(batch->points[j]);
+      if (!writer->Write(out)) return grpc::Status::OK;
+    }
+    *cursor = batch->next_cursor;
+    if (batch->terminal && batch->points.empty()) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream");
+}
+
+grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context,
+                                             const v1::ListCheckpointsRequest* request,
+                                             v1::ListCheckpointsResponse* response) {
+  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
+  if (!principal.ok()) return ToGrpc(principal.status());
+  absl::StatusOr<std::vector<CheckpointView>> found =
+      coordinator_.ListCheckpoints(request->job_id());
+  if (!found.ok()) return ToGrpc(found.status());
+  for (const CheckpointView& c : *found) *response->add_checkpoints() = ToProto(c);
+  return grpc::Status::OK;
+}
+
+}  // namespace deepnet::coordinator

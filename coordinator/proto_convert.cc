@@ -1,0 +1,268 @@
+#include "coordinator/proto_convert.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+void SetTime(int64_t ms, google::protobuf::Timestamp* out) {
+  *out = TimeUtil::MillisecondsToTimestamp(ms);
+}
+
+int64_t Ms(const google::protobuf::Timestamp& t) { return TimeUtil::TimestampToMilliseconds(t); }
+
+TaskPhase FromProto(v1::TaskState state) {
+  switch (state) {
+    case v1::TASK_STATE_RUNNING: return TaskPhase::kRunning;
+    case v1::TASK_STATE_STOPPING: return TaskPhase::kStopping;
+    case v1::TASK_STATE_EXITED: return TaskPhase::kExited;
+    default: return TaskPhase::kStarting;
+  }
+}
+
+v1::JobEventType ToProto(EventType type) {
+  switch (type) {
+    case EventType::kStateChanged: return v1::JOB_EVENT_TYPE_STATE_CHANGED;
+    case EventType::kPlaced: return v1::JOB_EVENT_TYPE_PLACED;
+    case EventType::kRankExited: return v1::JOB_EVENT_TYPE_RANK_EXITED;
+    case EventType::kWorkerLost: return v1::JOB_EVENT_TYPE_WORKER_LOST;
+    case EventType::kCheckpointSaved: return v1::JOB_EVENT_TYPE_CHECKPOINT_SAVED;
+    case EventType::kHangDetected: return v1::JOB_EVENT_TYPE_HANG_DETECTED;
+    case EventType::kCancelRequested: return v1::JOB_EVENT_TYPE_CANCEL_REQUESTED;
+    case EventType::kOther: break;
+  }
+  return v1::JOB_EVENT_TYPE_UNSPECIFIED;
+}
+
+}  // namespace
+
+v1::JobState ToProto(JobState state) {
+  switch (state) {
+    case JobState::kQueued: return v1::JOB_STATE_QUEUED;
+    case JobState::kPlacing: return v1::JOB_STATE_PLACING;
+    case JobState::kStarting: return v1::JOB_STATE_STARTING;
+    case JobState::kRunning: return v1::JOB_STATE_RUNNING;
+    case JobState::kRecovering: return v1::JOB_STATE_RECOVERING;
+    case JobState::kSucceeded: return v1::JOB_STATE_SUCCEEDED;
+    case JobState::kFailed: return v1::JOB_STATE_FAILED;
+    case JobState::kCancelled: return v1::JOB_STATE_CANCELLED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+absl::StatusOr<JobState> FromProto(v1::JobState state, const std::string& field) {
+  for (JobState s : AllJobStates()) {
+    if (ToProto(s) == state) return s;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", static_cast<int>(state), " is not a job state"));
+}
+
+v1::RecoveryCause ToProto(RecoveryCause cause) {
+  switch (cause) {
+    case RecoveryCause::kWorkerExit: return v1::RECOVERY_CAUSE_RANK_EXIT;
+    case RecoveryCause::kWorkerLost: return v1::RECOVERY_CAUSE_WORKER_LOST;
+    case RecoveryCause::kHang: return v1::RECOVERY_CAUSE_HANG;
+    case RecoveryCause::kStartTimeout: return v1::RECOVERY_CAUSE_START_TIMEOUT;
+  }
+  return v1::RECOVERY_CAUSE_UNSPECIFIED;
+}
+
+void FillSpec(const JobSpecInfo& spec, v1::JobSpec* out) {
+  out->set_name(spec.name);
+  out->set_pipeline_stages(spec.pipeline_stages);
+  out->set_data_parallel(spec.data_parallel);
+  out->set_device(spec.cuda ? v1::DEVICE_KIND_CUDA : v1::DEVICE_KIND_CPU);
+  out->set_priority(spec.priority);
+  out->set_max_restarts(spec.max_restarts);
+  if (spec.hang_timeout_s > 0) {
+    *out->mutable_hang_timeout() =
+        TimeUtil::MillisecondsToDuration(static_cast<int64_t>(spec.hang_timeout_s * 1000));
+  }
+  out->set_max_steps(spec.max_steps);
+  out->set_checkpoint_dir(spec.checkpoint_dir);
+  for (const auto& [k, v] : spec.labels) (*out->mutable_labels())[k] = v;
+}
+
+v1::Job ToProto(const JobView& job) {
+  v1::Job out;
+  const JobRecord& r = job.record;
+  out.set_job_id(r.id);
+  out.set_owner(r.owner);
+  out.mutable_spec()->set_config_yaml(r.spec_yaml);
+  FillSpec(job.spec, out.mutable_spec());
+  out.set_state(ToProto(r.state));
+  if (r.last_recovery_cause.has_value()) out.set_recovery_cause(ToProto(*r.last_recovery_cause));
+  if (r.state == JobState::kQueued || r.state == JobState::kPlacing) {
+    out.set_pending_reason(r.state_reason);
+  }
+  out.set_message(r.state_reason);
+  out.set_attempt(r.attempt);
+  out.set_restarts(r.restarts);
+  out.set_step(r.last_step);
+  out.set_latest_checkpoint_step(job.latest_checkpoint_step);
+  for (const RankView& p : job.placement) {
+    v1::RankPlacement* rp = out.add_placement();
+    rp->set_rank(p.rank);
+    rp->set_stage(p.stage);
+    rp->set_replica(p.replica);
+    rp->set_worker_id(p.worker_id);
+    rp->set_slot_index(p.slot);
+  }
+  out.set_idempotency_key(r.idempotency_key);
+  SetTime(r.created_ms, out.mutable_create_time());
+  if (job.start_time_ms > 0) SetTime(job.start_time_ms, out.mutable_start_time());
+  if (job.end_time_ms > 0) SetTime(job.end_time_ms, out.mutable_end_time());
+  SetTime(r.updated_ms, out.mutable_update_time());
+  return out;
+}
+
+v1::JobEvent ToProto(const JobEventView& e) {
+  v1::JobEvent out;
+  out.set_job_id(e.job_id);
+  out.set_sequence(e.sequence);
+  SetTime(e.time_ms, out.mutable_time());
+  out.set_type(ToProto(e.type));
+  out.set_attempt(e.attempt);
+  if (e.type == EventType::kStateChanged) {
+    if (e.from_state.has_value()) out.set_from_state(ToProto(*e.from_state));
+    out.set_to_state(ToProto(e.to_state));
+    if (e.cause.has_value()) out.set_recovery_cause(ToProto(*e.cause));
+  }
+  out.set_rank(e.rank);
+  out.set_exit_code(e.exit_code);
+  out.set_signal(e.signal);
+  out.set_worker_id(e.worker_id);
+  out.set_checkpoint_step(e.checkpoint_step);
+  out.set_message(e.message);
+  return out;
+}
+
+v1::MetricPoint ToProto(const MetricSample& p) {
+  v1::MetricPoint out;
+  out.set_step(p.step);
+  out.set_loss(p.loss);
+  out.set_nll(p.nll);
+  out.set_lr(p.lr);
+  out.set_grad_norm(p.grad_norm);
+  out.set_tokens_per_s(p.tokens_per_s);
+  out.set_update_norm(p.update_norm);
+  if (p.time_ms > 0) SetTime(p.time_ms, out.mutable_time());
+  out.set_attempt(p.attempt);
+  out.set_memory_bytes(p.memory_bytes);
+  return out;
+}
+
+v1::Checkpoint ToProto(const CheckpointView& c) {
+  v1::Checkpoint out;
+  out.set_step(c.step);
+  out.set_path(c.path);
+  SetTime(c.time_ms, out.mutable_time());
+  out.set_size_bytes(c.size_bytes);
+  out.set_latest(c.latest);
+  out.set_attempt(c.attempt);
+  return out;
+}
+
+MetricSample FromProto(const v1::MetricPoint& p) {
+  MetricSample out;
+  out.step = p.step();
+  out.loss = p.loss();
+  out.nll = p.nll();
+  out.lr = p.lr();
+  out.grad_norm = p.grad_norm();
+  out.tokens_per_s = p.tokens_per_s();
+  out.update_norm = p.update_norm();
+  out.time_ms = p.has_time() ? Ms(p.time()) : 0;
+  out.attempt = p.attempt();
+  out.memory_bytes = p.memory_bytes();
+  return out;
+}
+
+TaskReport FromProto(const v1::TaskStatus& t) {
+  TaskReport out;
+  out.job_id = t.job_id();
+  out.attempt = t.attempt();
+  out.rank = t.rank();
+  out.phase = FromProto(t.state());
+  out.pid = t.pid();
+  out.step = t.step();
+  out.slot_index = t.slot_index();
+  return out;
+}
+
+Registration FromProto(const v1::RegisterWorkerRequest& request) {
+  Registration out;
+  out.worker_name = request.worker_name();
+  const v1::HostInfo& h = request.host();
+  out.host.hostname = h.hostname();
+  out.host.address = h.address();
+  out.host.cpu_count = h.cpu_count();
+  out.host.memory_bytes = h.memory_bytes();
+  out.host.gpu_count = h.gpu_count();
+  out.host.gpu_names.assign(h.gpu_names().begin(), h.gpu_names().end());
+  out.host.version = h.version();
+  out.host.torch_version = h.torch_version();
+  for (const v1::WorkerSlot& s : request.slots()) {
+    out.slots.push_back({s.index(), s.kind() == v1::DEVICE_KIND_CUDA, s.device_index()});
+  }
+  for (const v1::TaskStatus& t : request.running_tasks()) out.running_tasks.push_back(FromProto(t));
+  return out;
+}
+
+TrainerExitReport FromProto(const v1::TrainerExit& e) {
+  TrainerExitReport out;
+  out.job_id = e.job_id();
+  out.attempt = e.attempt();
+  out.rank = e.rank();
+  out.exit_code = e.exit_code();
+  out.signal = e.signal();
+  out.message = e.message();
+  out.requested = e.requested();
+  return out;
+}
+
+MetricReportData FromProto(const v1::MetricReport& r) {
+  MetricReportData out;
+  out.job_id = r.job_id();
+  out.attempt = r.attempt();
+  out.rank = r.rank();
+  for (const v1::MetricPoint& p : r.points()) out.points.push_back(FromProto(p));
+  out.checkpoint_steps.assign(r.checkpoint_steps().begin(), r.checkpoint_steps().end());
+  return out;
+}
+
+v1::Assignment ToProto(const AssignmentCommand& c) {
+  v1::Assignment out;
+  out.set_job_id(c.job_id);
+  out.set_attempt(c.attempt);
+  for (const RankAssignmentData& r : c.ranks) {
+    v1::RankAssignment* ra = out.add_ranks();
+    ra->set_rank(r.rank);
+    ra->set_stage(r.stage);
+    ra->set_replica(r.replica);
+    ra->set_slot_index(r.slot_index);
+  }
+  out.set_world_size(c.world_size);
+  out.set_pipeline_stages(c.pipeline_stages);
+  out.set_data_parallel(c.data_parallel);
+  out.set_config_yaml(c.config_yaml);
+  out.set_rendezvous_address(c.rendezvous_address);
+  *out.mutable_rendezvous_timeout() = TimeUtil::MillisecondsToDuration(c.rendezvous_timeout_ms);
+  return out;
+}
+
+v1::Cancellation ToProto(const CancellationCommand& c) {
+  v1::Cancellation out;
+  out.set_job_id(c.job_id);
+  out.set_attempt(c.attempt);
+  out.set_reason(c.reason);
+  *out.mutable_grace_period() = TimeUtil::MillisecondsToDuration(c.grace_ms);
+  return out;
+}
+
+}  // namespace deepnet::coordinator

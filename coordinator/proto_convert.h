@@ -1,0 +1,32 @@
+#pragma once
+// Conversions between the coordinator's plain types and the deepnet.v1 protos; used only by
+// the gRPC services (proto types stop there).
+
+#include "coordinator/coordinator_types.h"
+#include "deepnet/v1/job_service.pb.h"
+#include "deepnet/v1/worker_service.pb.h"
+
+namespace deepnet::coordinator {
+
+v1::JobState ToProto(JobState state);
+// JOB_STATE_UNSPECIFIED and unknown values: INVALID_ARGUMENT naming `field`.
+absl::StatusOr<JobState> FromProto(v1::JobState state, const std::string& field);
+v1::RecoveryCause ToProto(RecoveryCause cause);
+
+v1::Job ToProto(const JobView& job);
+v1::JobEvent ToProto(const JobEventView& event);
+v1::MetricPoint ToProto(const MetricSample& point);
+v1::Checkpoint ToProto(const CheckpointView& checkpoint);
+// The parsed spec fields of JobSpec (config_yaml left to the caller).
+void FillSpec(const JobSpecInfo& spec, v1::JobSpec* out);
+
+MetricSample FromProto(const v1::MetricPoint& point);
+TaskReport FromProto(const v1::TaskStatus& task);
+Registration FromProto(const v1::RegisterWorkerRequest& request);
+TrainerExitReport FromProto(const v1::TrainerExit& exit);
+MetricReportData FromProto(const v1::MetricReport& report);
+
+v1::Assignment ToProto(const AssignmentCommand& command);
+v1::Cancellation ToProto(const CancellationCommand& command);
+
+}  // namespace deepnet::coordinator

@@ -1,0 +1,431 @@
+// The service end to end on loopback: a real deepnet-coordinator, deepnet-worker daemons and
+// the trainer processes they spawn, driven over gRPC as deepnetctl would.
+#include <gmock/gmock.h>
+#include <google/protobuf/util/time_util.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <set>
+#include <sstream>
+
+#include "tests/integration/service_cluster.h"
+
+namespace deepnet::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A tiny 2x2 (pipeline x data) job on the synthetic multilingual task.
+std::string JobYaml(const std::string& checkpoint_dir, int64_t max_steps, int every_steps,
+                    const std::string& scheduling = "{max_restarts: 2}", int stages = 2,
+                    int replicas = 2) {
+  std::ostringstream y;
+  y << "name: service-test\n"
+       "model: {encoder_layers: 2, decoder_layers: 2, d_model: 32, heads: 2, ffn_dim: 64, "
+       "max_positions: 128, dropout: 0.0}\n"
+       "data: {synthetic: {languages: [rev, cp], pairs_per_language: 200, max_words: 5}, "
+       "max_tokens: 160, max_len: 64, prefetch: 2}\n"
+       "optim: {lr: 2.0e-3, warmup_steps: 5}\n"
+    << "train: {max_steps: " << max_steps << ", log_every: 1, probe_every: 5, seed: 3}\n"
+    << "checkpoint: {dir: " << checkpoint_dir << ", every_steps: " << every_steps
+    << ", keep_last: 0}\n"
+    << "runtime: {blas_threads: 1}\n"
+    << "parallel: {pipeline_stages: " << stages << ", data_parallel: " << replicas
+    << ", backend: gloo, timeout_s: 60}\n"
+    << "scheduling: " << scheduling << "\n";
+  return y.str();
+}
+
+// The same job reading a TSV file instead of the synthetic task.
+std::string WithTsvData(std::string yaml, const std::string& path) {
+  const size_t begin = yaml.find("data: ");
+  const size_t end = yaml.find('\n', begin);
+  return yaml.replace(begin, end - begin, "data: {source: tsv, train_path: " + path + "}");
+}
+
+// A free loopback TCP port (bound and released; a tiny race with other processes is fine here).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(cluster_.StartCoordinator()) << cluster_.Log("coordinator.1.log");
+    jobs_ = cluster_.Jobs();
+  }
+
+  grpc::Status Call(const char* token,
+                    const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, token, std::chrono::seconds(30));
+    return call(&context);
+  }
+
+  v1::SubmitJobResponse Submit(const std::string& yaml, const std::string& key = "") {
+    v1::SubmitJobRequest request;
+    request.mutable_spec()->set_config_yaml(yaml);
+    request.set_idempotency_key(key);
+    v1::SubmitJobResponse response;
+    grpc::Status s = Call(kAliceToken, [&](grpc::ClientContext* c) {
+      return jobs_->SubmitJob(c, request, &response);
+    });
+    EXPECT_TRUE(s.ok()) << rpc::Describe(s);
+    return response;
+  }
+
+  v1::Job Get(const std::string& id, const char* token = kAliceToken) {
+    v1::GetJobRequest request;
+    request.set_job_id(id);
+    v1::Job job;
+    grpc::Status s = Call(token, [&](grpc::ClientContext* c) { return jobs_->GetJob(c, request, &job); });
+    if (!s.ok()) job.set_message("GetJob failed: " + rpc::Describe(s));
+    return job;
+  }
+
+  // Waits for the job to reach `state`; on failure the message carries the logs' tails.
+  bool WaitState(const std::string& id, v1::JobState state, std::chrono::seconds limit) {
+    const bool ok = WaitFor([&] { return Get(id).state() == state; }, limit);
+    if (!ok) {
+      ADD_FAILURE() << "job " << id << " is " << v1::JobState_Name(Get(id).state()) << " ("
+                    << Get(id).message() << "), expected " << v1::JobState_Name(state)
+                    << "\ncoordinator log:\n"
+                    << Tail(cluster_.Log("coordinator.1.log"));
+    }
+    return ok;
+  }
+
+  static std::string Tail(const std::string& text) {
+    return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
+  }
+
+  std::vector<v1::JobEvent> Events(const std::string& id) {
+    v1::WatchJobRequest request;
+    request.set_job_id(id);
+    request.set_from_sequence(1);
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
+    std::unique_ptr<grpc::ClientReader<v1::WatchJobResponse>> reader =
+        jobs_->WatchJob(&context, request);
+    std::vector<v1::JobEvent> out;
+    v1::WatchJobResponse item;
+    while (reader->Read(&item)) {
+      if (item.has_event()) out.push_back(item.event());
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return out;
+  }
+
+  std::vector<v1::MetricPoint> Points(const std::string& id) {
+    v1::StreamMetricsRequest request;
+    request.set_job_id(id);
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
+    auto reader = jobs_->StreamMetrics(&context, request);
+    std::vector<v1::MetricPoint> out;
+    v1::StreamMetricsResponse batch;
+    while (reader->Read(&batch)) out.insert(out.end(), batch.points().begin(), batch.points().end());
+    EXPECT_TRUE(reader->Finish().ok());
+    return out;
+  }
+
+  ServiceCluster cluster_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+};
+
+TEST_F(ControlPlaneTest, GangTrainsToSuccessWithCheckpointsMetricsAndPrometheus) {
+  cluster_.StartWorker("w1", 2);
+  cluster_.StartWorker("w2", 2);
+  const std::string ckpt = cluster_.dir() + "/ckpt";
+  const v1::SubmitJobResponse submitted = Submit(JobYaml(ckpt, 30, 10), "first");
+  ASSERT_TRUE(submitted.created());
+  const std::string id = submitted.job().job_id();
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_RUNNING, std::chrono::seconds(120)));
+  // Each stage's data-parallel pair on one worker.
+  const v1::Job running = Get(id);
+  ASSERT_EQ(running.placement_size(), 4);
+  EXPECT_EQ(running.placement(0).worker_id(), running.placement(1).worker_id());
+  EXPECT_EQ(running.placement(2).worker_id(), running.placement(3).worker_id());
+  // The per-job gauges are exported while it trains.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return HttpGet(cluster_.metrics_port(), "/metrics").find("deepnet_job_loss{job=\"" + id) !=
+               std::string::npos;
+      },
+      std::chrono::seconds(60)));
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_SUCCEEDED, std::chrono::seconds(240)));
+  const v1::Job done = Get(id);
+  EXPECT_EQ(done.step(), 30);
+  EXPECT_EQ(done.attempt(), 1);
+  EXPECT_EQ(done.latest_checkpoint_step(), 30);
+  // Checkpoints on shared storage, the last one `latest`.
+  v1::ListCheckpointsRequest list;
+  list.set_job_id(id);
+  v1::ListCheckpointsResponse checkpoints;
+  ASSERT_TRUE(Call(kAliceToken, [&](grpc::ClientContext* c) {
+                return jobs_->ListCheckpoints(c, list, &checkpoints);
+              }).ok());
+  ASSERT_GE(checkpoints.checkpoints_size(), 1);
+  EXPECT_EQ(checkpoints.checkpoints(checkpoints.checkpoints_size() - 1).step(), 30);
+  EXPECT_TRUE(checkpoints.checkpoints(checkpoints.checkpoints_size() - 1).latest());
+  EXPECT_GT(checkpoints.checkpoints(0).size_bytes(), 0);
+  // Metrics replay: every step once, loss finite.
+  const std::vector<v1::MetricPoint> points = Points(id);
+  ASSERT_EQ(points.size(), 30u);
+  EXPECT_EQ(points.front().step(), 1);
+  EXPECT_EQ(points.back().step(), 30);
+  EXPECT_GT(points.back().tokens_per_s(), 0);
+  // The event history: every state in order.
+  std::vector<v1::JobState> states;
+  for (const v1::JobEvent& e : Events(id)) {
+    if (e.type() == v1::JOB_EVENT_TYPE_STATE_CHANGED) states.push_back(e.to_state());
+  }
+  EXPECT_EQ(states, (std::vector<v1::JobState>{v1::JOB_STATE_QUEUED, v1::JOB_STATE_PLACING,
+                                               v1::JOB_STATE_STARTING, v1::JOB_STATE_RUNNING,
+                                               v1::JOB_STATE_SUCCEEDED}));
+  const std::string metrics = HttpGet(cluster_.metrics_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("deepnet_jobs{state=\"succeeded\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("deepnet_workers{state=\"ready\"} 2"));
+  EXPECT_TRUE(cluster_.Trainers(id).empty());
+}
+
+TEST_F(ControlPlaneTest, KilledTrainerIsRestartedFromTheLatestCheckpoint) {
+  cluster_.StartWorker("w1", 2);
+  cluster_.StartWorker("w2", 2);
+  const std::string id = Submit(JobYaml(cluster_.dir() + "/ckpt", 40, 5)).job().job_id();
+  ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() >= 10; },
+                      std::chrono::seconds(240)));
+  std::map<pid_t, int> trainers = cluster_.Trainers(id);
+  ASSERT_EQ(trainers.size(), 4u);
+  const int64_t checkpoint = Get(id).latest_checkpoint_step();
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(trainers.begin()->first, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return Get(id).attempt() == 2; }, std::chrono::seconds(60)));
+  // Training again: a step of attempt 2 was reported.
+  ASSERT_TRUE(WaitFor([&] { return Get(id).attempt() == 2 && Get(id).state() == v1::JOB_STATE_RUNNING && Get(id).step() > checkpoint; },
+                      std::chrono::seconds(120)));
+  const double recovery_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  std::printf("[recovery] kill -9 of a trainer -> training again (attempt 2, step > %lld): %.1f s\n",
+              static_cast<long long>(checkpoint), recovery_s);
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_SUCCEEDED, std::chrono::seconds(240)));
+  const v1::Job done = Get(id);
+  EXPECT_EQ(done.restarts(), 1);
+  EXPECT_EQ(done.recovery_cause(), v1::RECOVERY_CAUSE_RANK_EXIT);
+  // Attempt 2 resumed after a checkpoint instead of starting over.
+  int64_t first_step_of_retry = -1;
+  for (const v1::MetricPoint& p : Points(id)) {
+    if (p.attempt() == 2) {
+      first_step_of_retry = p.step();
+      break;
+    }
+  }
+  EXPECT_GT(first_step_of_retry, 5);
+  bool saw_recovering = false, saw_exit = false;
+  for (const v1::JobEvent& e : Events(id)) {
+    saw_recovering |= e.to_state() == v1::JOB_STATE_RECOVERING;
+    saw_exit |= e.type() == v1::JOB_EVENT_TYPE_RANK_EXITED && e.signal() == SIGKILL;
+  }
+  EXPECT_TRUE(saw_recovering);
+  EXPECT_TRUE(saw_exit);
+}
+
+TEST_F(ControlPlaneTest, CoordinatorKilledMidJobComesBackAndTheJobFinishes) {
+  cluster_.StartWorker("w1", 2);
+  cluster_.StartWorker("w2", 2);
+  const std::string id = Submit(JobYaml(cluster_.dir() + "/ckpt", 150, 50)).job().job_id();
+  ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 3; }, std::chrono::seconds(240)));
+  cluster_.KillCoordinator();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ASSERT_TRUE(cluster_.StartCoordinator());
+  jobs_ = cluster_.Jobs();
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_SUCCEEDED, std::chrono::seconds(240)));
+  // The running ranks were re-adopted, not restarted.
+  EXPECT_EQ(Get(id).attempt(), 1);
+  EXPECT_EQ(Get(id).restarts(), 0);
+}
+
+TEST_F(ControlPlaneTest, CancelStopsEveryRankAndLeavesNoProcessBehind) {
+  cluster_.StartWorker("w1", 2);
+  cluster_.StartWorker("w2", 2);
+  const std::string id = Submit(JobYaml(cluster_.dir() + "/ckpt", 100000, 0)).job().job_id();
+  ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 2; }, std::chrono::seconds(240)));
+  ASSERT_EQ(cluster_.Trainers(id).size(), 4u);
+  const auto asked = std::chrono::steady_clock::now();
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(id);
+  cancel.set_reason("test");
+  v1::Job after;
+  ASSERT_TRUE(Call(kAliceToken, [&](grpc::ClientContext* c) {
+                return jobs_->CancelJob(c, cancel, &after);
+              }).ok());
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_CANCELLED, std::chrono::seconds(30)));
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(30));
+  EXPECT_TRUE(cluster_.Trainers(id).empty());
+  // A second cancel is a no-op; the workers take new work.
+  ASSERT_TRUE(Call(kAliceToken, [&](grpc::ClientContext* c) {
+                return jobs_->CancelJob(c, cancel, &after);
+              }).ok());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_CANCELLED);
+}
+
+TEST_F(ControlPlaneTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
+  cluster_.StartWorker("w1", 2);
+  ASSERT_TRUE(WaitFor([&] { return HttpGet(cluster_.metrics_port(), "/metrics").find(
+                                       "deepnet_workers{state=\"ready\"} 1") != std::string::npos; },
+                      std::chrono::seconds(30)));
+  const std::string ckpt = cluster_.dir() + "/ckpt";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {JobYaml(ckpt, 10, 0) + "bogus: 1\n", "bogus"},
+      {JobYaml(ckpt, 0, 0), "train.max_steps"},
+      {JobYaml(ckpt, 10, 0, "{max_restarts: 1}", 9, 1), "parallel.pipeline_stages"},
+      {JobYaml(ckpt, 10, 0, "{max_restarts: 1}", 2, 2), "parallel"},  // 4 ranks, 2 slots
+      {JobYaml("/nonexistent/dir/ckpt", 10, 0), "checkpoint.dir"},
+      {WithTsvData(JobYaml(ckpt, 10, 0), "/nonexistent/train.tsv"), "data.train_path"},
+      {JobYaml(ckpt, 10, 0, "{max_restarts: -1}"), "scheduling.max_restarts"},
+  };
+  for (const auto& [yaml, field] : bad) {
+    v1::SubmitJobRequest request;
+    request.mutable_spec()->set_config_yaml(yaml);
+    v1::SubmitJobResponse response;
+    grpc::Status s = Call(kAliceToken, [&](grpc::ClientContext* c) {
+      return jobs_->SubmitJob(c, request, &response);
+    });
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_THAT(s.error_message(), HasSubstr(field));
+  }
+  v1::ListJobsRequest list;
+  list.set_owner("*");
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(Call(kAdminToken, [&](grpc::ClientContext* c) {
+                return jobs_->ListJobs(c, list, &jobs);
+              }).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
+TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
+  if (std::system("command -v prometheus > /dev/null") != 0) {
+    GTEST_SKIP() << "Debian's prometheus package is not installed (scripts/setup.sh installs it)";
+  }
+  const int port = FreePort();
+  std::ofstream(cluster_.dir() + "/prometheus.yml")
+      << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+         "scrape_configs:\n"
+         "  - job_name: deepnet\n"
+         "    honor_labels: true\n"
+         "    static_configs: [{targets: ['127.0.0.1:"
+      << cluster_.metrics_port() << "']}]\n";
+  Child prometheus({"prometheus", "--config.file=" + cluster_.dir() + "/prometheus.yml",
+                    "--storage.tsdb.path=" + cluster_.dir() + "/prometheus-data",
+                    "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+                   cluster_.dir() + "/prometheus.log");
+  cluster_.StartWorker("w1", 2);
+  const std::string id =
+      Submit(JobYaml(cluster_.dir() + "/ckpt", 100000, 0, "{max_restarts: 0}", 2, 1)).job().job_id();
+  const std::string query = "/api/v1/query?query=deepnet_job_loss%7Bjob%3D%22" + id + "%22%7D";
+  std::string answer;
+  const bool found = WaitFor(
+      [&] {
+        answer = HttpGet(port, query);
+        return answer.find("\"result\":[{") != std::string::npos;
+      },
+      std::chrono::seconds(120));
+  EXPECT_TRUE(found) << "last answer: " << answer << "\nprometheus log:\n"
+                     << Tail(Slurp(cluster_.dir() + "/prometheus.log"));
+  EXPECT_THAT(answer, HasSubstr(id));
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(id);
+  v1::Job after;
+  EXPECT_TRUE(Call(kAliceToken, [&](grpc::ClientContext* c) {
+                return jobs_->CancelJob(c, cancel, &after);
+              }).ok());
+  EXPECT_TRUE(WaitState(id, v1::JOB_STATE_CANCELLED, std::chrono::seconds(30)));
+}
+
+TEST_F(ControlPlaneTest, ConcurrentRetriesWithOneIdempotencyKeyMakeOneJob) {
+  const std::string yaml = JobYaml(cluster_.dir() + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1);
+  std::vector<std::thread> threads;
+  std::vector<std::string> ids(8);
+  std::atomic<int> created{0};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto stub = cluster_.Jobs();
+      v1::SubmitJobRequest request;
+      request.mutable_spec()->set_config_yaml(yaml);
+      request.set_idempotency_key("retry-me");
+      v1::SubmitJobResponse response;
+      grpc::ClientContext context;
+      rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
+      if (stub->SubmitJob(&context, request, &response).ok()) {
+        ids[i] = response.job().job_id();
+        created += response.created() ? 1 : 0;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(created.load(), 1);
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 1u);
+  EXPECT_FALSE(ids[0].empty());
+}
+
+TEST_F(ControlPlaneTest, AuthenticationMatrix) {
+  const std::string id =
+      Submit(JobYaml(cluster_.dir() + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1)).job().job_id();
+  ASSERT_FALSE(id.empty());
+  v1::GetJobRequest get;
+  get.set_job_id(id);
+  v1::Job job;
+  auto get_as = [&](const char* token) {
+    return Call(token, [&](grpc::ClientContext* c) { return jobs_->GetJob(c, get, &job); })
+        .error_code();
+  };
+  EXPECT_EQ(get_as(""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(get_as("not-a-valid-token-at-all"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(get_as(kAliceToken), grpc::StatusCode::OK);
+  EXPECT_EQ(get_as(kBobToken), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(get_as(kAdminToken), grpc::StatusCode::OK);
+  EXPECT_EQ(get_as(kWorkerToken), grpc::StatusCode::PERMISSION_DENIED);
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(id);
+  EXPECT_EQ(Call(kBobToken, [&](grpc::ClientContext* c) { return jobs_->CancelJob(c, cancel, &job); })
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::ListJobsRequest list;
+  list.set_owner("alice");
+  v1::ListJobsResponse listed;
+  EXPECT_EQ(Call(kBobToken, [&](grpc::ClientContext* c) { return jobs_->ListJobs(c, list, &listed); })
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  list.clear_owner();
+  ASSERT_TRUE(Call(kBobToken, [&](grpc::ClientContext* c) { return jobs_->ListJobs(c, list, &listed); })
+                  .ok());
+  EXPECT_EQ(listed.jobs_size(), 0);  // bob's own jobs: none
+  // A user token cannot act as a worker.
+  rpc::ChannelOptions options;
+  options.address = cluster_.address();
+  auto workers = v1::WorkerService::NewStub(*rpc::MakeChannel(options));
+  v1::RegisterWorkerRequest reg;
+  reg.set_worker_name("intruder");
+  reg.add_slots()->set_index(0);
+  v1::RegisterWorkerResponse registered;
+  EXPECT_EQ(Call(kAliceToken, [&](grpc::ClientContext* c) {
+              return workers->RegisterWorker(c, reg, &registered);
+            }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Call(kWorkerToken, [&](grpc::ClientContext* c) {
+              return workers->RegisterWorker(c, reg, &registered);
+            }).error_code(),
+            grpc::StatusCode::OK);
+}
+
+}  // namespace
+}  // namespace deepnet::testing

@@ -1,0 +1,198 @@
+#pragma once
+// A whole DeepNet service on loopback for integration tests: deepnet-coordinator, deepnet-worker
+// daemons and the trainers they spawn, all on ports chosen at run time, in a temporary folder.
+// The destructor stops workers (which stop their trainers), then kills anything left whose
+// command line mentions the folder, so no test leaves processes behind.
+#include <dirent.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "deepnet/v1/job_service.grpc.pb.h"
+#include "deepnet/v1/worker_service.grpc.pb.h"
+#include "proto/rpc/rpc_util.h"
+#include "tests/integration/child_process.h"
+
+namespace deepnet::testing {
+
+inline constexpr char kAliceToken[] = "alice-token-0123456789";
+inline constexpr char kBobToken[] = "bob-token-0123456789ab";
+inline constexpr char kAdminToken[] = "admin-token-0123456789";
+inline constexpr char kWorkerToken[] = "worker-token-0123456789";
+
+// Every process whose command line mentions `needle`, except this one.
+inline std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::filesystem::directory_entry& entry = *it;
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    if (pid == getpid()) continue;
+    std::string cmdline = Slurp(entry.path() / "cmdline");
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (cmdline.find(needle) != std::string::npos) out.push_back(pid);
+  }
+  return out;
+}
+
+// The value of NAME in /proc/PID/environ; empty when absent.
+inline std::string EnvOf(pid_t pid, const std::string& name) {
+  const std::string env = Slurp("/proc/" + std::to_string(pid) + "/environ");
+  size_t pos = 0;
+  while (pos < env.size()) {
+    const size_t end = env.find('\0', pos);
+    const std::string entry = env.substr(pos, end - pos);
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return "";
+}
+
+// Body of GET http://127.0.0.1:port/path (HTTP/1.0); empty on failure.
+inline std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      ssize_t n = 0;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// Polls `done` every 100 ms until it is true or `limit` passes; returns its last value.
+inline bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return done();
+}
+
+class ServiceCluster {
+ public:
+  ServiceCluster() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "deepnet-service-XXXXXX").string();
+    dir_ = mkdtemp(pattern.data()) != nullptr ? pattern : "/tmp/deepnet-service-fallback";
+    std::ofstream(dir_ + "/tokens") << "# test tokens\n"
+                                    << kAliceToken << " alice\n"
+                                    << kBobToken << " bob user\n"
+                                    << kAdminToken << " root admin\n"
+                                    << kWorkerToken << " workers worker\n";
+    std::ofstream(dir_ + "/worker.token") << kWorkerToken << "\n";
+  }
+  ~ServiceCluster() {
+    for (auto& [name, worker] : workers_) kill(worker->pid(), SIGTERM);
+    for (auto& [name, worker] : workers_) worker->Wait(std::chrono::seconds(20));
+    workers_.clear();
+    coordinator_.reset();
+    for (pid_t pid : ProcessesMentioning(dir_)) kill(pid, SIGKILL);
+    std::error_code ec;
+    if (std::getenv("DEEPNET_KEEP_TEST_DIR") == nullptr) std::filesystem::remove_all(dir_, ec);
+  }
+  ServiceCluster(const ServiceCluster&) = delete;
+  ServiceCluster& operator=(const ServiceCluster&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+
+  // Starts (or restarts, on the same port once one was chosen) the coordinator; true once it
+  // serves.
+  bool StartCoordinator(const std::vector<std::string>& extra = {}) {
+    const std::string port_file = dir_ + "/coordinator.ports";
+    std::filesystem::remove(port_file);
+    std::vector<std::string> args = {
+        DEEPNET_COORDINATOR_BINARY, "--listen",
+        "127.0.0.1:" + std::to_string(grpc_port_), "--metrics-listen",
+        "127.0.0.1:" + std::to_string(metrics_port_), "--db", dir_ + "/coordinator.db",
+        "--tokens-file", dir_ + "/tokens", "--port-file", port_file, "--stop-grace-s", "3",
+        "--reattach-window-s", "20"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    coordinator_ = std::make_unique<Child>(
+        args, dir_ + "/coordinator." + std::to_string(++coordinator_starts_) + ".log");
+    const bool up = WaitFor([&] { return std::filesystem::exists(port_file); },
+                            std::chrono::seconds(30));
+    if (!up) return false;
+    std::ifstream in(port_file);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("grpc=", 0) == 0) grpc_port_ = std::stoi(line.substr(5));
+      if (line.rfind("metrics=", 0) == 0) metrics_port_ = std::stoi(line.substr(8));
+    }
+    return grpc_port_ > 0;
+  }
+
+  void KillCoordinator() {
+    if (coordinator_) kill(coordinator_->pid(), SIGKILL);
+    coordinator_.reset();
+  }
+
+  void StartWorker(const std::string& name, int slots) {
+    workers_[name] = std::make_unique<Child>(
+        std::vector<std::string>{DEEPNET_WORKER_BINARY, "--coordinator", address(), "--name",
+                                 name, "--slots", std::to_string(slots), "--work-dir",
+                                 dir_ + "/work-" + name, "--trainer", DEEPNET_BINARY,
+                                 "--token-file", dir_ + "/worker.token", "--listen",
+                                 "127.0.0.1:0", "--advertise-address", "127.0.0.1"},
+        dir_ + "/worker-" + name + ".log", std::vector<std::string>{"OPENBLAS_NUM_THREADS=1"});
+  }
+
+  std::unique_ptr<v1::JobService::Stub> Jobs() {
+    rpc::ChannelOptions options;
+    options.address = address();
+    return v1::JobService::NewStub(*rpc::MakeChannel(options));
+  }
+
+  // The trainer processes of a job (pid -> rank).
+  std::map<pid_t, int> Trainers(const std::string& job_id) {
+    std::map<pid_t, int> out;
+    for (pid_t pid : ProcessesMentioning(dir_)) {
+      if (EnvOf(pid, "DEEPNET_JOB_ID") != job_id) continue;
+      const std::string rank = EnvOf(pid, "DEEPNET_RANK");
+      if (!rank.empty()) out[pid] = std::stoi(rank);
+    }
+    return out;
+  }
+
+  std::string Log(const std::string& name) const { return Slurp(dir_ + "/" + name); }
+
+ private:
+  std::string dir_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  int coordinator_starts_ = 0;
+  std::unique_ptr<Child> coordinator_;
+  std::map<std::string, std::unique_ptr<Child>> workers_;
+};
+
+}  // namespace deepnet::testing
