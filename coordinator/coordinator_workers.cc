@@ -392,6 +392,11 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
     }
     max_step = point.step;
   }
+  if (!report.points.empty() && job->record.state == JobState::kStarting && !job->stopping) {
+    // A step needs every stage and replica: the gang met and trains.
+    (void)Move(*job, JobState::kRunning,
+               absl::StrCat("training: step ", report.points.back().step, " reported"));
+  }
   if (!report.points.empty()) {
     if (metrics_ != nullptr) {
       const MetricSample& last = report.points.back();

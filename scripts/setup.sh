@@ -19,7 +19,7 @@ PACKAGES=(
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libssl-dev
   libgtest-dev libgmock-dev googletest
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libopenmpi-dev openmpi-bin prometheus-cpp-dev prometheus libsqlite3-dev
+  libopenmpi-dev openmpi-bin prometheus-cpp-dev prometheus libsqlite3-dev openssl
   libsentencepiece-dev sentencepiece
 )
 

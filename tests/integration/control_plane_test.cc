@@ -427,5 +427,45 @@ TEST_F(ControlPlaneTest, AuthenticationMatrix) {
             grpc::StatusCode::OK);
 }
 
+TEST(ControlPlaneTlsTest, CoordinatorAndWorkerTalkTlsAndPlaintextClientsAreRefused) {
+  if (std::system("openssl version > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "the openssl command-line tool is not installed (Debian: openssl)";
+  }
+  ServiceCluster cluster;
+  const std::string cert = cluster.dir() + "/server.pem", key = cluster.dir() + "/server.key";
+  const std::string make_cert =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+      "-subj /CN=deepnet-coordinator -addext subjectAltName=DNS:deepnet-coordinator -keyout '" +
+      key + "' -out '" + cert + "' > '" + cluster.dir() + "/openssl.log' 2>&1";
+  ASSERT_EQ(std::system(make_cert.c_str()), 0) << Slurp(cluster.dir() + "/openssl.log");
+  ASSERT_TRUE(cluster.StartCoordinator({"--tls-cert", cert, "--tls-key", key}));
+  cluster.StartWorker("w1", 1, {"--ca-cert", cert, "--tls-server-name", "deepnet-coordinator"});
+  // The worker registers over TLS.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return HttpGet(cluster.metrics_port(), "/metrics")
+                   .find("deepnet_workers{state=\"ready\"} 1") != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << cluster.Log("worker-w1.log");
+  v1::ListJobsRequest list;
+  v1::ListJobsResponse jobs;
+  {
+    // Plaintext: refused.
+    auto plain = cluster.Jobs();
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(5));
+    EXPECT_EQ(plain->ListJobs(&context, list, &jobs).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  rpc::ChannelOptions options;
+  options.address = cluster.address();
+  options.ca_cert_file = cert;
+  options.tls_server_name = "deepnet-coordinator";
+  auto secure = v1::JobService::NewStub(*rpc::MakeChannel(options));
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
+  EXPECT_TRUE(secure->ListJobs(&context, list, &jobs).ok());
+}
+
 }  // namespace
 }  // namespace deepnet::testing

@@ -157,14 +157,15 @@ class ServiceCluster {
     coordinator_.reset();
   }
 
-  void StartWorker(const std::string& name, int slots) {
-    workers_[name] = std::make_unique<Child>(
-        std::vector<std::string>{DEEPNET_WORKER_BINARY, "--coordinator", address(), "--name",
-                                 name, "--slots", std::to_string(slots), "--work-dir",
-                                 dir_ + "/work-" + name, "--trainer", DEEPNET_BINARY,
-                                 "--token-file", dir_ + "/worker.token", "--listen",
-                                 "127.0.0.1:0", "--advertise-address", "127.0.0.1"},
-        dir_ + "/worker-" + name + ".log", std::vector<std::string>{"OPENBLAS_NUM_THREADS=1"});
+  void StartWorker(const std::string& name, int slots, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {DEEPNET_WORKER_BINARY, "--coordinator", address(), "--name",
+                                     name, "--slots", std::to_string(slots), "--work-dir",
+                                     dir_ + "/work-" + name, "--trainer", DEEPNET_BINARY,
+                                     "--token-file", dir_ + "/worker.token", "--listen",
+                                     "127.0.0.1:0", "--advertise-address", "127.0.0.1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    workers_[name] = std::make_unique<Child>(args, dir_ + "/worker-" + name + ".log",
+                                             std::vector<std::string>{"OPENBLAS_NUM_THREADS=1"});
   }
 
   std::unique_ptr<v1::JobService::Stub> Jobs() {
