@@ -18,12 +18,6 @@
 namespace deepnet::coordinator {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
@@ -50,7 +44,7 @@ absl::Status Coordinator::Move(JobRuntime& job, JobState to, const std::string& 
   job.state_since = Clock::now();
   ++job.last_event_seq;
   ++change_counter_;
-  const double since_submit = static_cast<double>(NowMs() - job.record.created_ms) / 1000.0;
+  const double since_submit = static_cast<double>(SystemNowMs() - job.record.created_ms) / 1000.0;
   if (to == JobState::kStarting && !job.ever_started) {
     job.ever_started = true;
     if (metrics_ != nullptr) metrics_->ObserveQueueWait(since_submit);
@@ -59,12 +53,12 @@ absl::Status Coordinator::Move(JobRuntime& job, JobState to, const std::string& 
     job.last_progress = Clock::now();
     if (!job.ever_running) {
       job.ever_running = true;
-      job.start_time_ms = NowMs();
+      job.start_time_ms = SystemNowMs();
       if (metrics_ != nullptr) metrics_->ObserveTimeToRunning(since_submit);
     }
   }
   if (IsTerminal(to)) {
-    job.end_time_ms = NowMs();
+    job.end_time_ms = SystemNowMs();
     // Per-job series describe live training; an ended job's stay in GetJob/StreamMetrics.
     if (metrics_ != nullptr) metrics_->RemoveJob(job.record.id);
   }

@@ -14,12 +14,6 @@
 namespace deepnet::coordinator {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 bool ValidWorkerName(const std::string& name) {
   if (name.empty() || name.size() > 128) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -307,7 +301,7 @@ absl::Status Coordinator::OnHeartbeat(const std::string& worker_id, int64_t epoc
   ReconcileTasks(w, tasks, /*registering=*/false);
   if (w.sink) {
     const int64_t lease_ms = options_.heartbeat_interval.count() * options_.lease_heartbeats;
-    w.sink->SendLease(w.epoch, lease_ms, NowMs() + lease_ms);
+    w.sink->SendLease(w.epoch, lease_ms, SystemNowMs() + lease_ms);
   }
   return absl::OkStatus();
 }
@@ -380,7 +374,7 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
   int64_t max_step = job->record.last_step;
   for (MetricSample point : report.points) {
     point.attempt = report.attempt;
-    if (point.time_ms == 0) point.time_ms = NowMs();
+    if (point.time_ms == 0) point.time_ms = SystemNowMs();
     job->points.push_back(point);
     while (job->points.size() > options_.points_per_job) {
       job->points.pop_front();
@@ -417,6 +411,14 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
     if (updated.ok()) job->record = *updated;
   }
   for (int64_t step : report.checkpoint_steps) {
+    if (step > job->record.last_step) {
+      // A checkpoint at a step no point reported (e.g. saved when the time budget ran out).
+      JobProgress progress;
+      progress.last_step = step;
+      progress.expected_attempt = job->record.attempt;
+      absl::StatusOr<JobRecord> updated = store_->UpdateProgress(job->record.id, progress);
+      if (updated.ok()) job->record = *updated;
+    }
     job->latest_checkpoint_step = std::max(job->latest_checkpoint_step, step);
     job->checkpoint_attempts[step] = report.attempt;
     JobEventView saved;
