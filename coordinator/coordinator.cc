@@ -271,6 +271,7 @@ absl::StatusOr<EventBatch> Coordinator::WaitEvents(const std::string& job_id, in
     return job->last_event_seq > after_seq || shutting_down_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
   EventBatch batch;
   if (job->last_event_seq > after_seq) {
     absl::StatusOr<std::vector<JobEvent>> events = store_->ListEvents(job_id, 0);
@@ -306,6 +307,7 @@ absl::StatusOr<PointBatch> Coordinator::WaitPoints(const std::string& job_id, in
     return end() > cursor || IsTerminal(job->record.state) || shutting_down_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
   PointBatch batch;
   for (int64_t i = std::max(cursor, job->points_base); i < end(); ++i) {
     batch.points.push_back(job->points[static_cast<size_t>(i - job->points_base)]);
