@@ -351,6 +351,9 @@ const Coordinator::JobRuntime* Coordinator::FindJob(const std::string& job_id) c
 JobView Coordinator::ViewOf(const JobRuntime& job) const {
   JobView view;
   view.record = job.record;
+  if (job.record.state == JobState::kQueued && !job.pending_reason.empty()) {
+    view.record.state_reason = job.pending_reason;
+  }
   view.spec = job.spec;
   if (!job.ranks.empty()) {
     for (const RankRuntime& r : job.ranks) view.placement.push_back(r.view);

@@ -180,6 +180,9 @@ class Coordinator {
     AfterStop after_stop = AfterStop::kRestart;
     std::string stop_message;
     Clock::time_point stop_deadline;
+    // Why a queued job waits, recomputed by every scheduling pass; kept in memory only (a
+    // restarted coordinator recomputes it), so queueing costs no second store write.
+    std::string pending_reason;
     bool reattaching = false;  // after a coordinator restart, waiting for its ranks
     Clock::time_point reattach_deadline;
     std::map<int, RankView> reattached;
@@ -187,6 +190,7 @@ class Coordinator {
     // Ranks that exited while the coordinator was away: rank -> (worker, exited with 0).
     std::map<int, std::pair<std::string, bool>> reattach_exits;
     int64_t attempt_max_step = 0;  // highest step reported by the current attempt
+    Clock::time_point progress_written;  // when the step was last written to the store
     std::deque<MetricSample> points;
     int64_t points_base = 0;  // absolute index of points.front()
     int64_t latest_checkpoint_step = 0;
@@ -259,6 +263,8 @@ class Coordinator {
   void MaybeCompleteReattach(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLeases(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkRankExited(JobRuntime& job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the job's latest step to the store.
+  void PersistStep(JobRuntime& job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   JobStore* const store_;

@@ -26,6 +26,9 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 absl::Status Coordinator::Move(JobRuntime& job, JobState to, const std::string& reason,
                                std::optional<RecoveryCause> cause) {
+  // The step lives in memory between throttled writes: store it with the final state.
+  const int64_t step = job.record.last_step;
+  if (IsTerminal(to)) PersistStep(job, step);
   StateChange change;
   change.expected = job.record.state;
   change.to = to;
@@ -41,6 +44,7 @@ absl::Status Coordinator::Move(JobRuntime& job, JobState to, const std::string& 
   --state_counts_[job.record.state];
   ++state_counts_[to];
   job.record = *updated;
+  job.record.last_step = step;
   job.state_since = Clock::now();
   ++job.last_event_seq;
   ++change_counter_;
@@ -125,12 +129,9 @@ void Coordinator::RunScheduler() {
     if (job->record.state == JobState::kPlacing) {
       // A restarted job that does not fit now waits in the queue like any other.
       (void)Move(*job, JobState::kQueued, pending.reason);
-    } else if (job->record.state == JobState::kQueued && job->record.state_reason != pending.reason) {
-      absl::StatusOr<JobRecord> r = store_->SetReason(job->record.id, JobState::kQueued, pending.reason);
-      if (r.ok()) {
-        job->record = *r;
-        ++change_counter_;
-      }
+    } else if (job->pending_reason != pending.reason) {
+      job->pending_reason = pending.reason;
+      ++change_counter_;
     }
   }
 }

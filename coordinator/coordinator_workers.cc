@@ -14,6 +14,8 @@
 namespace deepnet::coordinator {
 namespace {
 
+constexpr auto kProgressWriteInterval = std::chrono::seconds(2);
+
 bool ValidWorkerName(const std::string& name) {
   if (name.empty() || name.size() > 128) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -404,21 +406,20 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
       sample.memory_bytes = last.memory_bytes;
       metrics_->SetJobTraining(job->record.id, sample);
     }
-    JobProgress progress;
-    progress.last_step = max_step;
-    progress.expected_attempt = job->record.attempt;
-    absl::StatusOr<JobRecord> updated = store_->UpdateProgress(job->record.id, progress);
-    if (updated.ok()) job->record = *updated;
+    // The step is kept in memory at once; the store (what a restarted coordinator shows until
+    // the ranks report again) is written at most every kProgressWriteInterval, so frequent
+    // reports do not queue synced writes under the lock.
+    job->record.last_step = max_step;
+    const Clock::time_point now = Clock::now();
+    if (now - job->progress_written >= kProgressWriteInterval) {
+      PersistStep(*job, max_step);
+      job->progress_written = now;
+    }
   }
   for (int64_t step : report.checkpoint_steps) {
-    if (step > job->record.last_step) {
-      // A checkpoint at a step no point reported (e.g. saved when the time budget ran out).
-      JobProgress progress;
-      progress.last_step = step;
-      progress.expected_attempt = job->record.attempt;
-      absl::StatusOr<JobRecord> updated = store_->UpdateProgress(job->record.id, progress);
-      if (updated.ok()) job->record = *updated;
-    }
+    // A checkpoint is a good moment to persist the step (also one no point reported, e.g.
+    // saved when the time budget ran out).
+    PersistStep(*job, std::max(step, job->record.last_step));
     job->latest_checkpoint_step = std::max(job->latest_checkpoint_step, step);
     job->checkpoint_attempts[step] = report.attempt;
     JobEventView saved;
@@ -429,6 +430,18 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
   }
   ++change_counter_;
   return absl::OkStatus();
+}
+
+void Coordinator::PersistStep(JobRuntime& job, int64_t step) {
+  JobProgress progress;
+  progress.last_step = step;
+  progress.expected_attempt = job.record.attempt;
+  absl::StatusOr<JobRecord> updated = store_->UpdateProgress(job.record.id, progress);
+  if (updated.ok()) {
+    job.record = *updated;
+  } else {
+    spdlog::warn("job {}: recording step {}: {}", job.record.id, step, updated.status().ToString());
+  }
 }
 
 absl::Status Coordinator::OnAssignmentRefused(const std::string& worker_id, int64_t epoch,

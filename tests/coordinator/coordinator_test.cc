@@ -152,6 +152,7 @@ TEST_F(CoordinatorTest, GangRunsToSuccessAndFreesItsSlots) {
   EXPECT_EQ(State(id), JobState::kRunning);  // waits for every rank
   Exit(b, 0);
   EXPECT_EQ(State(id), JobState::kSucceeded);
+  EXPECT_EQ(store_.Get(id)->last_step, 5);  // stored with the final state
   // Slots are free again: a second 4-rank job starts at once.
   const std::string next = Submit(JobYaml(2, 2, ""));
   coordinator_->Tick();
@@ -271,6 +272,18 @@ TEST_F(CoordinatorTest, RanksThatNeverReportTheirExitAreGivenUpAfterTheStopTimeo
   ASSERT_TRUE(coordinator_->OnHeartbeat("a", a.epoch, {}).ok());
   coordinator_->Tick();
   EXPECT_EQ(State(id), JobState::kCancelled);
+}
+
+TEST_F(CoordinatorTest, PendingReasonsAreShownButNotWrittenOnEveryPass) {
+  Worker a = AddWorker("a", 2);
+  const std::string running = Submit(JobYaml(2, 1, ""));
+  const std::string id = Submit(JobYaml(2, 1, ""));
+  coordinator_->Tick();
+  coordinator_->Tick();
+  EXPECT_EQ(State(running), JobState::kStarting);
+  EXPECT_EQ(State(id), JobState::kQueued);
+  EXPECT_THAT(coordinator_->GetJob(id)->record.state_reason, HasSubstr("needs 2"));
+  EXPECT_EQ(store_.Get(id)->version, 1);  // only the submit was written
 }
 
 TEST_F(CoordinatorTest, IdempotentSubmitReturnsTheFirstJob) {
