@@ -9,10 +9,12 @@
 #include <chrono>
 #include <memory>
 
+#include "absl/strings/numbers.h"
 #include "worker/communicator_factory.h"
 #include "worker/inspect.h"
 #include "worker/launch_env.h"
 #include "worker/job_config.h"
+#include "worker/parent_watch.h"
 #include "worker/runtime_threads.h"
 #include "worker/trainer.h"
 #include "worker/translator.h"
@@ -34,6 +36,15 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   if (!launch.ok()) {
     err << "deepnet train: " << launch.status().message() << "\n";
     return kExitBadInput;
+  }
+  // Started by deepnet-worker: end with it (see parent_watch.h).
+  if (const char* daemon = std::getenv("DEEPNET_WORKER_PID"); daemon != nullptr && *daemon) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(daemon, &pid) || pid <= 1) {
+      err << "deepnet train: DEEPNET_WORKER_PID=" << daemon << " is not a process id\n";
+      return kExitBadInput;
+    }
+    ExitWhenParentDies(pid, std::chrono::seconds(1));
   }
   const int64_t world_size = config->parallel.world_size();
   if (launch->world_size != world_size) {

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -176,7 +177,8 @@ TEST_F(WorkerAgentTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
   EXPECT_EQ(env1,
             "DEEPNET_ATTEMPT=1\nDEEPNET_JOB_ID=job-a\nDEEPNET_LOCAL_RANK=0\nDEEPNET_LOCAL_SIZE=2\n"
             "DEEPNET_RANK=1\nDEEPNET_RENDEZVOUS=grpc://10.0.0.9:7070\n"
-            "DEEPNET_TOKEN=worker-secret\nDEEPNET_WORLD_SIZE=4\n");
+            "DEEPNET_TOKEN=worker-secret\nDEEPNET_WORKER_PID=" + std::to_string(getpid()) +
+                "\nDEEPNET_WORLD_SIZE=4\n");
   EXPECT_THAT(ReadFile(fake_dir_ + "/env-3"), HasSubstr("DEEPNET_LOCAL_RANK=1\n"));
   ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
     for (const auto& x : m) {

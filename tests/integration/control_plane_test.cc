@@ -239,6 +239,39 @@ TEST_F(ControlPlaneTest, KilledTrainerIsRestartedFromTheLatestCheckpoint) {
   EXPECT_TRUE(saw_exit);
 }
 
+TEST_F(ControlPlaneTest, LostWorkerDaemonsJobMovesToTheOtherWorkerAndItsTrainersExit) {
+  cluster_.StartWorker("w1", 2);
+  cluster_.StartWorker("w2", 2);
+  const std::string id =
+      Submit(JobYaml(cluster_.dir() + "/ckpt", 200, 10, "{max_restarts: 2}", 2, 1)).job().job_id();
+  ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() >= 10; },
+                      std::chrono::seconds(240)));
+  const v1::Job running = Get(id);
+  ASSERT_EQ(running.placement_size(), 2);
+  const std::string holder = running.placement(0).worker_id();
+  ASSERT_EQ(running.placement(1).worker_id(), holder);  // both stages packed on one worker
+  const std::map<pid_t, int> orphans = cluster_.Trainers(id);
+  ASSERT_EQ(orphans.size(), 2u);
+  cluster_.KillWorker(holder);
+  // Lease (3 heartbeats) -> WORKER_LOST -> attempt 2 on the other worker.
+  ASSERT_TRUE(WaitFor([&] { return Get(id).attempt() == 2; }, std::chrono::seconds(60)));
+  EXPECT_EQ(Get(id).recovery_cause(), v1::RECOVERY_CAUSE_WORKER_LOST);
+  EXPECT_NE(Get(id).placement(0).worker_id(), holder);
+  // The dead daemon's trainers notice and exit by themselves.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& [pid, rank] : orphans) {
+          if (kill(pid, 0) == 0 && Slurp("/proc/" + std::to_string(pid) + "/stat").find(") Z") ==
+                                       std::string::npos) {
+            return false;
+          }
+        }
+        return true;
+      },
+      std::chrono::seconds(30)));
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_SUCCEEDED, std::chrono::seconds(240)));
+}
+
 TEST_F(ControlPlaneTest, CoordinatorKilledMidJobComesBackAndTheJobFinishes) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);

@@ -168,6 +168,15 @@ class ServiceCluster {
                                              std::vector<std::string>{"OPENBLAS_NUM_THREADS=1"});
   }
 
+  // SIGKILLs one worker daemon (its trainers are in their own process groups and live on).
+  void KillWorker(const std::string& name) {
+    auto it = workers_.find(name);
+    if (it == workers_.end()) return;
+    kill(it->second->pid(), SIGKILL);
+    it->second->Wait(std::chrono::seconds(10));
+    workers_.erase(it);
+  }
+
   std::unique_ptr<v1::JobService::Stub> Jobs() {
     rpc::ChannelOptions options;
     options.address = address();

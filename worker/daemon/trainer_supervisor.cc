@@ -1,5 +1,7 @@
 #include "worker/daemon/trainer_supervisor.h"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -54,7 +56,8 @@ constexpr const char* kOwnedVariables[] = {"DEEPNET_RANK",
                                            "DEEPNET_CA_CERT",
                                            "DEEPNET_TLS_SERVER_NAME",
                                            "DEEPNET_CUDA_DEVICE",
-                                           "DEEPNET_ADVERTISE_ADDRESS"};
+                                           "DEEPNET_ADVERTISE_ADDRESS",
+                                           "DEEPNET_WORKER_PID"};
 
 std::string NameOf(const std::string& assignment) {
   return assignment.substr(0, assignment.find('='));
@@ -102,6 +105,8 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   vars["DEEPNET_LOCAL_SIZE"] = std::to_string(local_size);
   vars["DEEPNET_JOB_ID"] = spec.job_id;
   vars["DEEPNET_ATTEMPT"] = std::to_string(spec.attempt);
+  // The trainer exits if this daemon dies (worker/parent_watch.h): no orphan keeps training.
+  vars["DEEPNET_WORKER_PID"] = std::to_string(getpid());
   if (!spec.rendezvous_address.empty()) {
     vars["DEEPNET_RENDEZVOUS"] = "grpc://" + spec.rendezvous_address;
   }
