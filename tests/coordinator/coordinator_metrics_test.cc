@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/http_get.h"
+
 namespace deepnet::coordinator {
 namespace {
 
@@ -38,29 +40,7 @@ TrainingSample Sample(int64_t step) {
   return sample;
 }
 
-// GET `path` from 127.0.0.1:port over HTTP/1.0 with a plain socket; the whole response
-// (headers and body), or "" when the connection fails.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  timeval timeout{30, 0};  // Liveness bound: a broken server fails the test instead of hanging.
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    if (send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
-      char buffer[4096];
-      ssize_t n;
-      while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
-    }
-  }
-  close(fd);
-  return response;
-}
+using deepnet::testing::HttpGetResponse;
 
 TEST(CoordinatorMetricsTest, ExportsEveryStateIncludingZero) {
   auto metrics = MakeMetrics();
@@ -183,7 +163,7 @@ TEST(CoordinatorMetricsTest, ServesMetricsOverHttpOnRunTimePortAndRefusesABusyPo
   ASSERT_GT(metrics->port(), 0);
   metrics->SetJobTraining("j-000042", Sample(5));
   metrics->IncJobsSubmitted();
-  const std::string response = HttpGet(metrics->port(), "/metrics");
+  const std::string response = HttpGetResponse(metrics->port(), "/metrics");
   EXPECT_THAT(response, HasSubstr("200 OK"));
   EXPECT_THAT(response, HasSubstr("text/plain"));
   EXPECT_THAT(response, HasSubstr("deepnet_job_step{job=\"j-000042\"} 5"));

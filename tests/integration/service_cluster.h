@@ -23,6 +23,7 @@
 #include "deepnet/v1/job_service.grpc.pb.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
 #include "proto/rpc/rpc_util.h"
+#include "tests/http_get.h"
 #include "tests/integration/child_process.h"
 
 namespace deepnet::testing {
@@ -62,28 +63,6 @@ inline std::string EnvOf(pid_t pid, const std::string& name) {
     pos = end + 1;
   }
   return "";
-}
-
-// Body of GET http://127.0.0.1:port/path (HTTP/1.0); empty on failure.
-inline std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      ssize_t n = 0;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
 // Polls `done` every 100 ms until it is true or `limit` passes; returns its last value.
