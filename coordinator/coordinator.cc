@@ -58,7 +58,7 @@ Coordinator::~Coordinator() { Shutdown(); }
 
 absl::Status Coordinator::LoadJobs() {
   const Clock::time_point now = Clock::now();
-  reattach_until_ = now + options_.reattach_window;
+  const Clock::time_point reattach_until = now + options_.reattach_window;
   JobSpecCheckOptions no_paths = options_.spec_check;
   no_paths.check_paths = false;
   std::string token;
@@ -112,14 +112,14 @@ absl::Status Coordinator::LoadJobs() {
         case JobState::kStarting:
         case JobState::kRunning:
           job.reattaching = true;
-          job.reattach_deadline = reattach_until_;
+          job.reattach_deadline = reattach_until;
           break;
         case JobState::kRecovering:
           // Its ranks were being stopped: cancel whatever still reports, then restart.
           job.stopping = true;
           job.after_stop = AfterStop::kRestart;
           job.stop_message = "recovery resumed after a coordinator restart";
-          job.stop_deadline = reattach_until_;
+          job.stop_deadline = reattach_until;
           break;
         default:
           break;
@@ -145,7 +145,6 @@ void Coordinator::Shutdown() {
       if (worker.sink) worker.sink->Close(absl::UnavailableError("coordinator shutting down"));
       worker.sink = nullptr;
     }
-    ++change_counter_;
   }
   if (loop_.joinable()) loop_.join();
 }
@@ -221,7 +220,6 @@ absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& re
   ++state_counts_[JobState::kQueued];
   Enqueue(job);
   if (metrics_ != nullptr) metrics_->IncJobsSubmitted();
-  ++change_counter_;
   return SubmitResultData{ViewOf(job), true};
 }
 
@@ -375,7 +373,11 @@ void Coordinator::UpdateGauges() {
   metrics_->SetJobsByState(jobs);
   std::map<WorkerState, int64_t> workers = {
       {WorkerState::kReady, 0}, {WorkerState::kDraining, 0}, {WorkerState::kLost, 0}};
-  for (const WorkerInfo& w : scheduler_->Workers()) ++workers[w.state];
+  // The scheduler's worker states follow the sessions (lost; session open: ready; else
+  // draining), so they are counted here without copying its worker list every tick.
+  for (const auto& [id, w] : workers_) {
+    ++workers[w.lost ? WorkerState::kLost : w.sink ? WorkerState::kReady : WorkerState::kDraining];
+  }
   metrics_->SetWorkersByState(workers);
 }
 

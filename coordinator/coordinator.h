@@ -278,10 +278,7 @@ class Coordinator {
   std::map<std::string, WorkerRuntime> workers_ ABSL_GUARDED_BY(mu_);
   std::map<JobState, int64_t> state_counts_ ABSL_GUARDED_BY(mu_);
   bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;
-  // Bumped on every change a waiter may care about (events, points, states).
-  int64_t change_counter_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  Clock::time_point reattach_until_ ABSL_GUARDED_BY(mu_);
   std::string rendezvous_address_ ABSL_GUARDED_BY(mu_);
   std::thread loop_;
 };

@@ -47,7 +47,6 @@ absl::Status Coordinator::Move(JobRuntime& job, JobState to, const std::string& 
   job.record.last_step = step;
   job.state_since = Clock::now();
   ++job.last_event_seq;
-  ++change_counter_;
   const double since_submit = static_cast<double>(SystemNowMs() - job.record.created_ms) / 1000.0;
   if (to == JobState::kStarting && !job.ever_started) {
     job.ever_started = true;
@@ -82,7 +81,6 @@ void Coordinator::AddEvent(JobRuntime& job, JobEventView event) {
     return;
   }
   job.last_event_seq = stored->seq;
-  ++change_counter_;
 }
 
 void Coordinator::Enqueue(JobRuntime& job) {
@@ -129,9 +127,8 @@ void Coordinator::RunScheduler() {
     if (job->record.state == JobState::kPlacing) {
       // A restarted job that does not fit now waits in the queue like any other.
       (void)Move(*job, JobState::kQueued, pending.reason);
-    } else if (job->pending_reason != pending.reason) {
+    } else {
       job->pending_reason = pending.reason;
-      ++change_counter_;
     }
   }
 }

@@ -283,7 +283,6 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
     saved.message = absl::StrCat("checkpoint at step ", step);
     AddEvent(*job, saved);
   }
-  ++change_counter_;
   return absl::OkStatus();
 }
 

@@ -163,7 +163,9 @@ TEST_F(CoordinatorTest, GangRunsToSuccessAndFreesItsSlots) {
   for (const JobEventView& e : Events(id)) {
     if (e.type == EventType::kStateChanged) states.push_back(e.to_state);
     if (e.type == EventType::kCheckpointSaved) saw_checkpoint = e.checkpoint_step == 5;
-    if (e.type == EventType::kPlaced) EXPECT_EQ(e.attempt, 1);
+    if (e.type == EventType::kPlaced) {
+      EXPECT_EQ(e.attempt, 1);
+    }
   }
   EXPECT_EQ(states, (std::vector<JobState>{JobState::kQueued, JobState::kPlacing,
                                            JobState::kStarting, JobState::kRunning,
