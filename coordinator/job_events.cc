@@ -22,35 +22,6 @@ constexpr struct {
     {EventType::kCancelRequested, "cancel_requested"},
 };
 
-// "created QUEUED[: reason]" or "FROM -> TO[ (CAUSE)][: reason]" (ApplyStateChange's format).
-void DecodeStateMessage(const std::string& text, JobEventView* view) {
-  absl::string_view rest = text;
-  if (absl::ConsumePrefix(&rest, "created ")) {
-    view->from_state.reset();
-  } else {
-    const size_t arrow = rest.find(" -> ");
-    if (arrow == absl::string_view::npos) {
-      view->message = text;
-      return;
-    }
-    absl::StatusOr<JobState> from = ParseJobState(rest.substr(0, arrow));
-    if (from.ok()) view->from_state = *from;
-    rest.remove_prefix(arrow + 4);
-  }
-  const size_t end = rest.find_first_of(" :");
-  absl::StatusOr<JobState> to = ParseJobState(rest.substr(0, end));
-  if (to.ok()) view->to_state = *to;
-  rest = end == absl::string_view::npos ? absl::string_view() : rest.substr(end);
-  if (absl::ConsumePrefix(&rest, " (")) {
-    const size_t close = rest.find(')');
-    absl::StatusOr<RecoveryCause> cause = ParseRecoveryCause(rest.substr(0, close));
-    if (cause.ok()) view->cause = *cause;
-    rest = close == absl::string_view::npos ? absl::string_view() : rest.substr(close + 1);
-  }
-  absl::ConsumePrefix(&rest, ": ");
-  view->message = std::string(rest);
-}
-
 }  // namespace
 
 EncodedEvent EncodeJobEvent(const JobEventView& event) {
@@ -91,7 +62,16 @@ std::vector<JobEventView> DecodeJobEvents(const std::vector<JobEvent>& events) {
     view.time_ms = e.time_ms;
     if (e.kind == "state") {
       view.type = EventType::kStateChanged;
-      DecodeStateMessage(e.message, &view);
+      absl::StatusOr<StateEventFields> fields = ParseStateEventMessage(e.message);
+      if (fields.ok()) {
+        view.from_state = fields->from;
+        view.to_state = fields->to;
+        view.cause = fields->cause;
+        view.message = fields->reason;
+      } else {
+        view.type = EventType::kOther;
+        view.message = e.message;
+      }
       if (view.from_state.has_value() && view.to_state == JobState::kStarting) ++attempt;
       view.attempt = attempt;
       out.push_back(std::move(view));

@@ -119,6 +119,39 @@ absl::Status ApplyStateChange(const StateChange& change, int64_t now_ms, JobReco
   return absl::OkStatus();
 }
 
+absl::StatusOr<StateEventFields> ParseStateEventMessage(absl::string_view message) {
+  StateEventFields fields;
+  absl::string_view rest = message;
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a job state event message: \"", message, "\""));
+  };
+  if (!absl::ConsumePrefix(&rest, "created ")) {
+    const size_t arrow = rest.find(" -> ");
+    if (arrow == absl::string_view::npos) return bad();
+    absl::StatusOr<JobState> from = ParseJobState(rest.substr(0, arrow));
+    if (!from.ok()) return bad();
+    fields.from = *from;
+    rest.remove_prefix(arrow + 4);
+  }
+  const size_t end = rest.find_first_of(" :");
+  absl::StatusOr<JobState> to = ParseJobState(rest.substr(0, end));
+  if (!to.ok()) return bad();
+  fields.to = *to;
+  rest = end == absl::string_view::npos ? absl::string_view() : rest.substr(end);
+  if (absl::ConsumePrefix(&rest, " (")) {
+    const size_t close = rest.find(')');
+    if (close == absl::string_view::npos) return bad();
+    absl::StatusOr<RecoveryCause> cause = ParseRecoveryCause(rest.substr(0, close));
+    if (!cause.ok()) return bad();
+    fields.cause = *cause;
+    rest.remove_prefix(close + 1);
+  }
+  if (!rest.empty() && !absl::ConsumePrefix(&rest, ": ")) return bad();
+  fields.reason = std::string(rest);
+  return fields;
+}
+
 absl::Status ApplyReason(JobState expected, absl::string_view reason, int64_t now_ms,
                          JobRecord* record) {
   if (record->state != expected) {

@@ -172,6 +172,17 @@ JobRecord MakeNewJob(const JobRecord& request, int64_t number, int64_t now_ms);
 // The "state" event Create() appends (seq 1).
 JobEvent MakeCreatedEvent(const JobRecord& created);
 
+// The fields of a "state" event's message, which MakeCreatedEvent ("created QUEUED[: reason]")
+// and ApplyStateChange ("FROM -> TO[ (CAUSE)][: reason]") write.
+struct StateEventFields {
+  std::optional<JobState> from;  // unset for the creation event
+  JobState to = JobState::kQueued;
+  std::optional<RecoveryCause> cause;
+  std::string reason;
+};
+// Parses a "state" event's message; INVALID_ARGUMENT for text those two did not write.
+[[nodiscard]] absl::StatusOr<StateEventFields> ParseStateEventMessage(absl::string_view message);
+
 // Checks `change` against `*record` and applies it at now_ms; on error *record is unchanged.
 // `*event` receives the message and kind of the "state" event (seq left to the caller).
 [[nodiscard]] absl::Status ApplyStateChange(const StateChange& change, int64_t now_ms,

@@ -493,3 +493,40 @@ TYPED_TEST(JobStoreTest, EventsAreOrderedPerJob) {
 
 }  // namespace
 }  // namespace deepnet::coordinator
+
+namespace deepnet::coordinator {
+namespace {
+
+// The writer and the reader of "state" event messages live together; every message the store
+// writes reads back into the same fields.
+TEST(StateEventMessageTest, WhatTheStoreWritesParsesBack) {
+  JobRecord record;
+  record.id = "j-000001";
+  record.owner = "alice";
+  record.state_reason = "needs 4 slots";
+  absl::StatusOr<StateEventFields> created = ParseStateEventMessage(MakeCreatedEvent(record).message);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_FALSE(created->from.has_value());
+  EXPECT_EQ(created->to, JobState::kQueued);
+  EXPECT_EQ(created->reason, "needs 4 slots");
+
+  record.state = JobState::kRunning;
+  JobEvent event;
+  ASSERT_TRUE(ApplyStateChange({JobState::kRunning, JobState::kRecovering,
+                                "rank 1 exited: loss (nan): stop", RecoveryCause::kWorkerExit,
+                                std::nullopt},
+                               5, &record, &event)
+                  .ok());
+  absl::StatusOr<StateEventFields> moved = ParseStateEventMessage(event.message);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->from, JobState::kRunning);
+  EXPECT_EQ(moved->to, JobState::kRecovering);
+  EXPECT_EQ(moved->cause, RecoveryCause::kWorkerExit);
+  EXPECT_EQ(moved->reason, "rank 1 exited: loss (nan): stop");
+
+  EXPECT_FALSE(ParseStateEventMessage("something else").ok());
+  EXPECT_FALSE(ParseStateEventMessage("RUNNING -> NOWHERE").ok());
+}
+
+}  // namespace
+}  // namespace deepnet::coordinator
