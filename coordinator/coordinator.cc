@@ -85,8 +85,8 @@ absl::Status Coordinator::LoadJobs() {
       ++state_counts_[record.state];
       absl::StatusOr<std::vector<JobEvent>> events = store_->ListEvents(record.id, 0);
       if (!events.ok()) return events.status();
-      for (const JobEventView& e : DecodeJobEvents(*events)) {
-        job.last_event_seq = std::max(job.last_event_seq, e.sequence);
+      job.events = DecodeJobEvents(*events, &job.decoded_attempt);
+      for (const JobEventView& e : job.events) {
         if (e.type == EventType::kStateChanged && e.to_state == JobState::kRunning &&
             job.start_time_ms == 0) {
           job.start_time_ms = e.time_ms;
@@ -216,7 +216,7 @@ absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& re
   job.record = created->record;
   job.spec = request.spec;
   job.state_since = job.last_progress = Clock::now();
-  job.last_event_seq = 1;
+  SyncEvents(job);  // the creation event
   ++state_counts_[JobState::kQueued];
   Enqueue(job);
   if (metrics_ != nullptr) metrics_->IncJobsSubmitted();
@@ -266,18 +266,15 @@ absl::StatusOr<EventBatch> Coordinator::WaitEvents(const std::string& job_id, in
   const JobRuntime* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
   auto ready = [job, after_seq, this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return job->last_event_seq > after_seq || shutting_down_;
+    return LastEventSeq(*job) > after_seq || shutting_down_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
   EventBatch batch;
-  if (job->last_event_seq > after_seq) {
-    absl::StatusOr<std::vector<JobEvent>> events = store_->ListEvents(job_id, 0);
-    if (!events.ok()) return events.status();
-    for (JobEventView& e : DecodeJobEvents(*events)) {
-      if (e.sequence > after_seq) batch.events.push_back(std::move(e));
-    }
-  }
+  auto first = std::upper_bound(
+      job->events.begin(), job->events.end(), after_seq,
+      [](int64_t seq, const JobEventView& e) { return seq < e.sequence; });
+  batch.events.assign(first, job->events.end());
   batch.terminal = IsTerminal(job->record.state);
   return batch;
 }
@@ -361,7 +358,7 @@ JobView Coordinator::ViewOf(const JobRuntime& job) const {
   view.latest_checkpoint_step = job.latest_checkpoint_step;
   view.start_time_ms = job.start_time_ms;
   view.end_time_ms = job.end_time_ms;
-  view.last_event_seq = job.last_event_seq;
+  view.last_event_seq = LastEventSeq(job);
   return view;
 }
 

@@ -197,7 +197,10 @@ class Coordinator {
     std::map<int64_t, int> checkpoint_attempts;
     int64_t start_time_ms = 0;
     int64_t end_time_ms = 0;
-    int64_t last_event_seq = 0;
+    // Every event of the job, decoded (WatchJob serves these; the store is read once per
+    // new event), and the decoder's attempt count.
+    std::vector<JobEventView> events;
+    int decoded_attempt = 0;
     bool ever_started = false;  // observed queue wait
     bool ever_running = false;  // observed time to running
   };
@@ -227,6 +230,11 @@ class Coordinator {
                     std::optional<RecoveryCause> cause = std::nullopt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEvent(JobRuntime& job, JobEventView event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the job's stored events newer than job.events (after a transition wrote one).
+  void SyncEvents(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static int64_t LastEventSeq(const JobRuntime& job) {
+    return job.events.empty() ? 0 : job.events.back().sequence;
+  }
   void Enqueue(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttempt(JobRuntime& job, const Placement& placement)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -46,7 +46,7 @@ absl::Status Coordinator::Move(JobRuntime& job, JobState to, const std::string& 
   job.record = *updated;
   job.record.last_step = step;
   job.state_since = Clock::now();
-  ++job.last_event_seq;
+  SyncEvents(job);
   const double since_submit = static_cast<double>(SystemNowMs() - job.record.created_ms) / 1000.0;
   if (to == JobState::kStarting && !job.ever_started) {
     job.ever_started = true;
@@ -80,7 +80,19 @@ void Coordinator::AddEvent(JobRuntime& job, JobEventView event) {
                   stored.status().ToString());
     return;
   }
-  job.last_event_seq = stored->seq;
+  std::vector<JobEventView> decoded = DecodeJobEvents({*stored}, &job.decoded_attempt);
+  job.events.insert(job.events.end(), decoded.begin(), decoded.end());
+}
+
+void Coordinator::SyncEvents(JobRuntime& job) {
+  absl::StatusOr<std::vector<JobEvent>> stored =
+      store_->ListEvents(job.record.id, LastEventSeq(job));
+  if (!stored.ok()) {
+    spdlog::error("job {}: reading its new events: {}", job.record.id, stored.status().ToString());
+    return;
+  }
+  std::vector<JobEventView> decoded = DecodeJobEvents(*stored, &job.decoded_attempt);
+  job.events.insert(job.events.end(), decoded.begin(), decoded.end());
 }
 
 void Coordinator::Enqueue(JobRuntime& job) {

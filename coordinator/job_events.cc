@@ -51,10 +51,10 @@ EncodedEvent EncodeJobEvent(const JobEventView& event) {
   return out;
 }
 
-std::vector<JobEventView> DecodeJobEvents(const std::vector<JobEvent>& events) {
+std::vector<JobEventView> DecodeJobEvents(const std::vector<JobEvent>& events, int* attempt_in) {
   std::vector<JobEventView> out;
   out.reserve(events.size());
-  int attempt = 0;
+  int& attempt = *attempt_in;
   for (const JobEvent& e : events) {
     JobEventView view;
     view.job_id = e.job_id;

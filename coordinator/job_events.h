@@ -19,10 +19,10 @@ struct EncodedEvent {
 };
 EncodedEvent EncodeJobEvent(const JobEventView& event);
 
-// Decodes a job's stored events in sequence order. Attempts of state events are counted from
-// the transitions into STARTING, so `events` must start at the job's first event for them to
-// be right; an event that cannot be decoded becomes a STATE_CHANGED-less kind with only its
-// message (never dropped).
-std::vector<JobEventView> DecodeJobEvents(const std::vector<JobEvent>& events);
+// Decodes a job's stored events, in sequence order, that follow the ones already decoded.
+// `*attempt` carries the decoder's attempt count between calls (0 before the job's first event):
+// state events take it, counting the transitions into STARTING. An event that cannot be decoded
+// becomes kOther with its raw text (never dropped).
+std::vector<JobEventView> DecodeJobEvents(const std::vector<JobEvent>& events, int* attempt);
 
 }  // namespace deepnet::coordinator
