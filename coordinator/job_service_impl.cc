@@ -79,7 +79,7 @@ absl::Status CheckSpecAgrees(const v1::JobSpec& given, const JobSpecInfo& parsed
 }  // namespace
 
 absl::StatusOr<Principal> JobServiceImpl::Admit(grpc::ServerContext* context,
-                                                const std::string& job_id) {
+                                                const std::string& job_id, JobView* job_out) {
   absl::StatusOr<Principal> principal = auth_.Authenticate(*context);
   if (!principal.ok()) return principal;
   if (principal->role == Role::kWorker) {
@@ -91,6 +91,7 @@ absl::StatusOr<Principal> JobServiceImpl::Admit(grpc::ServerContext* context,
   absl::StatusOr<JobView> job = coordinator_.GetJob(job_id);
   if (!job.ok()) return job.status();
   if (absl::Status s = CheckJobAccess(*principal, job->record.owner, job_id); !s.ok()) return s;
+  if (job_out != nullptr) *job_out = *std::move(job);
   return principal;
 }
 
@@ -137,11 +138,10 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                     v1::Job* response) {
   if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
-  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
+  JobView job;
+  absl::StatusOr<Principal> principal = Admit(context, request->job_id(), &job);
   if (!principal.ok()) return ToGrpc(principal.status());
-  absl::StatusOr<JobView> job = coordinator_.GetJob(request->job_id());
-  if (!job.ok()) return ToGrpc(job.status());
-  *response = ToProto(*job);
+  *response = ToProto(job);
   return grpc::Status::OK;
 }
 
@@ -199,15 +199,14 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
   if (request->from_sequence() < 0) {
     return ToGrpc(absl::InvalidArgumentError("from_sequence: must be >= 0"));
   }
-  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
+  JobView job;
+  absl::StatusOr<Principal> principal = Admit(context, request->job_id(), &job);
   if (!principal.ok()) return ToGrpc(principal.status());
-  absl::StatusOr<JobView> job = coordinator_.GetJob(request->job_id());
-  if (!job.ok()) return ToGrpc(job.status());
   v1::WatchJobResponse first;
-  *first.mutable_snapshot() = ToProto(*job);
+  *first.mutable_snapshot() = ToProto(job);
   if (!writer->Write(first)) return grpc::Status::OK;
-  int64_t after = request->from_sequence() > 0 ? request->from_sequence() - 1 : job->last_event_seq;
-  bool terminal = IsTerminal(job->record.state);
+  int64_t after = request->from_sequence() > 0 ? request->from_sequence() - 1 : job.last_event_seq;
+  bool terminal = IsTerminal(job.record.state);
   while (!context->IsCancelled()) {
     absl::StatusOr<EventBatch> batch =
         coordinator_.WaitEvents(request->job_id(), after, absl::Seconds(1));

@@ -33,8 +33,10 @@ class JobServiceImpl final : public v1::JobService::Service {
                                v1::ListCheckpointsResponse* response) override;
 
  private:
-  // Authenticates the caller and, when job_id is set, checks access to that job.
-  absl::StatusOr<Principal> Admit(grpc::ServerContext* context, const std::string& job_id);
+  // Authenticates the caller and, when job_id is set, checks access to that job, whose view
+  // (read for the check) goes to *job when job is not null.
+  absl::StatusOr<Principal> Admit(grpc::ServerContext* context, const std::string& job_id,
+                                  JobView* job = nullptr);
 
   Coordinator& coordinator_;
   const Authenticator& auth_;
