@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/http_get.h"
+#include "tests/loopback.h"
 
 namespace deepnet::coordinator {
 namespace {

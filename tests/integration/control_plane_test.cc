@@ -44,18 +44,6 @@ std::string WithTsvData(std::string yaml, const std::string& path) {
   return yaml.replace(begin, end - begin, "data: {source: tsv, train_path: " + path + "}");
 }
 
-// A free loopback TCP port (bound and released; a tiny race with other processes is fine here).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class ControlPlaneTest : public ::testing::Test {
  protected:
@@ -349,7 +337,7 @@ TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
   if (std::system("command -v prometheus > /dev/null") != 0) {
     GTEST_SKIP() << "Debian's prometheus package is not installed (scripts/setup.sh installs it)";
   }
-  const int port = FreePort();
+  const int port = UnusedLoopbackPort();
   std::ofstream(cluster_.dir() + "/prometheus.yml")
       << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
          "scrape_configs:\n"

@@ -23,7 +23,7 @@
 #include "deepnet/v1/job_service.grpc.pb.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
 #include "proto/rpc/rpc_util.h"
-#include "tests/http_get.h"
+#include "tests/loopback.h"
 #include "tests/integration/child_process.h"
 
 namespace deepnet::testing {

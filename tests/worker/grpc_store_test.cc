@@ -23,6 +23,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/sentencepiece_training.h"
 #include "deepnet/v1/rendezvous.pb.h"
+#include "tests/loopback.h"
 #include "worker/communicator_factory.h"
 #ifdef DEEPNET_HAVE_GLOO
 #include "worker/gloo_communicator.h"
@@ -49,22 +50,6 @@ std::string ErrorText(const std::function<void()>& call) {
   return "no error";
 }
 
-// A port on 127.0.0.1 that nothing listens on: bound by the OS, then released.
-int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // The coordinator's Rendezvous service on 127.0.0.1 at a port the OS picks, with the
 // scope (job "job-g", attempt 1) open.
@@ -188,7 +173,7 @@ TEST_F(GrpcStoreTest, CreateFailsForAnAttemptTheCoordinatorDidNotOpen) {
 }
 
 TEST_F(GrpcStoreTest, CreateFailsNamingTheAddressWhenNothingListens) {
-  const int port = UnusedPort();
+  const int port = deepnet::testing::UnusedLoopbackPort();
   ASSERT_GT(port, 0);
   GrpcStoreOptions options = Options();
   options.address = "127.0.0.1:" + std::to_string(port);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/coordinator/ctl/fake_job_service.h"
+#include "tests/loopback.h"
 
 namespace deepnet::ctl {
 namespace {
@@ -61,21 +62,6 @@ int RunBinary(const std::vector<std::string>& args, const std::vector<std::strin
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// A loopback port nobody listens on (bound, then released).
-int ClosedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    close(fd);
-    return 1;
-  }
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 TEST(DeepnetctlBinaryTest, ExitCodesAsDocumented) {
   testing::FakeServer server;
@@ -112,7 +98,8 @@ TEST(DeepnetctlBinaryTest, ExitCodesAsDocumented) {
       {{Snapshot(fake.job), StateChange(3, v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED)}}};
   EXPECT_EQ(RunBinary({"watch", "j-1"}, {env}), 0);
 
-  const std::string nowhere = "127.0.0.1:" + std::to_string(ClosedPort());
+  const std::string nowhere =
+      "127.0.0.1:" + std::to_string(deepnet::testing::UnusedLoopbackPort());
   EXPECT_EQ(RunBinary({"get", "j-1", "--coordinator", nowhere, "--timeout", "2s"}, {}), 6);
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// A minimal HTTP/1.0 GET over a loopback socket for tests (Prometheus /metrics and its query
-// API): no client library needed on a fresh machine.
+// Loopback helpers for tests and benchmarks: a port nothing listens on, and a minimal HTTP/1.0
+// GET (Prometheus /metrics and its query API) that needs no client library on a fresh machine.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -10,6 +10,24 @@
 #include <string>
 
 namespace deepnet::testing {
+
+// A port on 127.0.0.1 that nothing listens on: bound by the OS, then released (another process
+// could take it meanwhile, which tests accept). -1 on failure.
+inline int UnusedLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
 
 // GET `path` from 127.0.0.1:port; the whole response (headers and body), or "" when the
 // connection fails. A 30 s receive timeout bounds a broken server.
