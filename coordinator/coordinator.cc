@@ -24,10 +24,6 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const Coordinat
     return absl::InvalidArgumentError(
         "coordinator options: heartbeat interval, lease heartbeats and tick must be positive");
   }
-  if (options.rendezvous_address.empty()) {
-    return absl::InvalidArgumentError(
-        "coordinator options: no rendezvous address for trainers (--advertise-address)");
-  }
   absl::StatusOr<std::unique_ptr<GangScheduler>> scheduler = GangScheduler::Create(options.scheduler);
   if (!scheduler.ok()) return scheduler.status();
   std::unique_ptr<Coordinator> c(new Coordinator(options, store, epochs, rendezvous, metrics,
@@ -130,10 +126,15 @@ absl::Status Coordinator::LoadJobs() {
   return absl::OkStatus();
 }
 
-void Coordinator::Start() {
+absl::Status Coordinator::Start() {
   absl::MutexLock lock(&mu_);
-  if (loop_.joinable() || shutting_down_) return;
+  if (rendezvous_address_.empty()) {
+    return absl::FailedPreconditionError(
+        "coordinator: no rendezvous address for trainers (--advertise-address)");
+  }
+  if (loop_.joinable() || shutting_down_) return absl::OkStatus();
   loop_ = std::thread([this] { ControlLoop(); });
+  return absl::OkStatus();
 }
 
 void Coordinator::Shutdown() {

@@ -41,7 +41,8 @@ struct CoordinatorOptions {
   // After a restart, how long running jobs wait for their workers to re-register and report
   // every rank before they are restarted.
   std::chrono::milliseconds reattach_window{10000};
-  // host:port of this coordinator's Rendezvous service, as trainers reach it.
+  // host:port of this coordinator's Rendezvous service, as trainers reach it; may be left
+  // empty and set with SetRendezvousAddress() (once the server's port is known) before Start().
   std::string rendezvous_address;
   // When > 0: the cluster's size for the submit-time check "more ranks than the cluster could
   // ever hold"; otherwise the slots of registered workers (no check while there are none).
@@ -106,7 +107,9 @@ class Coordinator {
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
-  void Start();
+  // Starts the control loop (nothing is placed before). FAILED_PRECONDITION without a
+  // rendezvous address.
+  [[nodiscard]] absl::Status Start();
   // Stops the control loop and closes every worker session (workers keep their trainers and
   // reconnect to the next coordinator). Idempotent.
   void Shutdown();

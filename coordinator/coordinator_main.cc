@@ -104,9 +104,8 @@ int Run(const Flags& flags) {
   options.cluster_slots = flags.cluster_slots;
   options.scheduler.max_overtakes = flags.max_overtakes;
   options.spec_check.check_paths = !flags.no_check_paths;
-  // The rendezvous address needs the bound port: fill it in once the server has started, but
-  // before the coordinator can place anything (Start() is called after).
-  options.rendezvous_address = "pending";
+  // The rendezvous address needs the bound port: it is set once the server has started, before
+  // Start() lets the coordinator place anything.
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Create(options, store->get(), epochs->get(), &rendezvous, metrics->get());
   if (!coordinator.ok()) return Fail(std::string(coordinator.status().message()));
@@ -124,7 +123,7 @@ int Run(const Flags& flags) {
     advertise = absl::StrCat(wildcard ? Hostname() : host, ":", bound_port);
   }
   (*coordinator)->SetRendezvousAddress(advertise);
-  (*coordinator)->Start();
+  if (absl::Status s = (*coordinator)->Start(); !s.ok()) return Fail(std::string(s.message()));
   spdlog::info("deepnet-coordinator: gRPC on port {} (trainers reach it at {}), metrics on port {}, "
                "db {}, TLS {}", bound_port, advertise, (*metrics)->port(), flags.db,
                flags.tls_cert.empty() ? "off" : "on");
