@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 
@@ -32,5 +33,28 @@ absl::Status DeadlineError(const std::string& what, std::chrono::milliseconds ti
 // FailedPrecondition for a call on an aborted communicator.
 absl::Status AbortedError(const std::string& label, const std::string& op,
                           const std::string& reason);
+
+// The aborted state every communicator keeps: after the first failure (or Abort) every later
+// call fails, naming that first failure. Not thread-safe (owned by the communicator's state).
+class AbortLatch {
+ public:
+  bool tripped() const { return tripped_; }
+  // Records the first failure; later ones are ignored. True when this call tripped the latch
+  // (the caller then tears its transport down).
+  bool Trip(std::string reason) {
+    if (tripped_) return false;
+    tripped_ = true;
+    reason_ = std::move(reason);
+    return true;
+  }
+  // OK until tripped; then AbortedError(label, op, first failure).
+  [[nodiscard]] absl::Status Check(const std::string& label, const std::string& op) const {
+    return tripped_ ? AbortedError(label, op, reason_) : absl::OkStatus();
+  }
+
+ private:
+  bool tripped_ = false;
+  std::string reason_;
+};
 
 }  // namespace deepnet::worker::comm_internal

@@ -32,21 +32,15 @@ struct GlooCommunicator::State {
   int size = 1;
   std::chrono::milliseconds timeout{0};
   int splits = 0;  // Split() calls so far; names each split's keys.
-  bool aborted = false;
-  std::string abort_reason;
+  comm_internal::AbortLatch abort;
 
   std::string Label() const { return comm_internal::RankLabel(rank, size); }
   absl::Status CheckUsable(const std::string& op) const {
-    if (aborted) return comm_internal::AbortedError(Label(), op, abort_reason);
-    return absl::OkStatus();
+    return abort.Check(Label(), op);
   }
   // Marks the group failed and drops the process group so that peers see closed sockets.
   absl::Status Fail(absl::Status status) {
-    if (!aborted) {
-      aborted = true;
-      abort_reason = std::string(status.message());
-      group.reset();
-    }
+    if (abort.Trip(std::string(status.message()))) group.reset();
     return status;
   }
 };
@@ -311,10 +305,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(int color,
 }
 
 void GlooCommunicator::Abort(const std::string& reason) {
-  if (state_->aborted) return;
+  if (state_->abort.tripped()) return;
   spdlog::error("[comm] {}: aborting the gloo group: {}", state_->Label(), reason);
-  state_->aborted = true;
-  state_->abort_reason = reason;
+  state_->abort.Trip(reason);
   state_->group.reset();
 }
 

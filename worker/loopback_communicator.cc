@@ -24,8 +24,7 @@ struct PendingRecv {
 }  // namespace
 
 struct LoopbackCommunicator::State {
-  bool aborted = false;
-  std::string abort_reason;
+  comm_internal::AbortLatch abort;
   std::map<int, std::deque<torch::Tensor>> messages;                // [tag] sent, unreceived
   std::map<int, std::deque<std::shared_ptr<PendingRecv>>> pending;  // [tag] posted receives
 };
@@ -50,8 +49,7 @@ class RecvWork final : public CommWork {
   absl::Status Wait() override {
     if (recv_->done) return recv_->status;
     // Single-threaded: nobody can send while we wait, so this receive can never complete.
-    state_->aborted = true;
-    state_->abort_reason = absl::StrCat("recv from 0 tag ", recv_->tag, " had no matching send");
+    state_->abort.Trip(absl::StrCat("recv from 0 tag ", recv_->tag, " had no matching send"));
     return absl::FailedPreconditionError(absl::StrCat(
         kLabel, ": recv of ", DescribeTensor(recv_->tensor), " from rank 0 tag ", recv_->tag,
         " has no matching send; with one rank and one thread it would wait forever"));
@@ -79,8 +77,7 @@ LoopbackCommunicator::LoopbackCommunicator() : state_(std::make_shared<State>())
 LoopbackCommunicator::~LoopbackCommunicator() = default;
 
 absl::Status LoopbackCommunicator::CheckUsable(const std::string& op) const {
-  if (state_->aborted) return comm_internal::AbortedError(kLabel, op, state_->abort_reason);
-  return absl::OkStatus();
+  return state_->abort.Check(kLabel, op);
 }
 
 absl::Status LoopbackCommunicator::AllReduceSum(torch::Tensor& tensor) {
@@ -150,9 +147,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> LoopbackCommunicator::Split(int co
 }
 
 void LoopbackCommunicator::Abort(const std::string& reason) {
-  if (state_->aborted) return;
-  state_->aborted = true;
-  state_->abort_reason = reason;
+  state_->abort.Trip(reason);
 }
 
 }  // namespace deepnet::worker

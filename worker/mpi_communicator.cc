@@ -25,23 +25,18 @@ struct MpiCommunicator::State {
   int size = 1;
   int tag_ub = 32767;  // MPI guarantees at least this.
   std::chrono::milliseconds timeout{0};
-  bool aborted = false;  // After a failed operation: every later call fails.
-  std::string abort_reason;
+  comm_internal::AbortLatch abort;  // After a failed operation: every later call fails.
   // Buffers of requests that timed out: MPI may still write into them (MPI cannot cancel a
   // started collective), so they are never freed.
   std::vector<torch::Tensor> orphaned;
 
   std::string Label() const { return comm_internal::RankLabel(rank, size); }
   absl::Status CheckUsable(const std::string& op) const {
-    if (aborted) return comm_internal::AbortedError(Label(), op, abort_reason);
-    return absl::OkStatus();
+    return abort.Check(Label(), op);
   }
   // Records a failure; returns it.
   absl::Status Fail(absl::Status status) {
-    if (!aborted) {
-      aborted = true;
-      abort_reason = std::string(status.message());
-    }
+    abort.Trip(std::string(status.message()));
     return status;
   }
 };
@@ -194,7 +189,7 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   // A failed communicator may still have requests in flight; leave it to MPI_Finalize/Abort.
-  if (!state_->aborted && !finalized && state_->comm != MPI_COMM_NULL) {
+  if (!state_->abort.tripped() && !finalized && state_->comm != MPI_COMM_NULL) {
     MPI_Comm_free(&state_->comm);
   }
   if (!state_->orphaned.empty()) {
@@ -329,8 +324,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::Split(int color, 
 
 void MpiCommunicator::Abort(const std::string& reason) {
   spdlog::error("[comm] {}: aborting the MPI job: {}", state_->Label(), reason);
-  state_->aborted = true;
-  state_->abort_reason = reason;
+  state_->abort.Trip(reason);
   MPI_Abort(state_->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : state_->comm, 1);
 }
 

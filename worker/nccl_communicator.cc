@@ -36,21 +36,15 @@ struct NcclCommunicator::State {
   int size = 1;
   std::chrono::milliseconds timeout{0};
   int splits = 0;
-  bool aborted = false;
-  std::string abort_reason;
+  comm_internal::AbortLatch abort;
 
   std::string Label() const { return comm_internal::RankLabel(rank, size); }
   absl::Status CheckUsable(const std::string& op) const {
-    if (aborted) return comm_internal::AbortedError(Label(), op, abort_reason);
-    return absl::OkStatus();
+    return abort.Check(Label(), op);
   }
   // ncclCommAbort so that kernels stuck waiting for peers return; every later call fails.
   absl::Status Fail(absl::Status status) {
-    if (!aborted) {
-      aborted = true;
-      abort_reason = std::string(status.message());
-      if (comm != nullptr) ncclCommAbort(comm);
-    }
+    if (abort.Trip(std::string(status.message())) && comm != nullptr) ncclCommAbort(comm);
     return status;
   }
 };
@@ -125,8 +119,8 @@ class NcclWork final : public CommWork {
       if (query != cudaErrorNotReady) {
         return state_->Fail(CudaError(what_, "cudaEventQuery", query));
       }
-      if (state_->aborted) {
-        return comm_internal::AbortedError(state_->Label(), what_, state_->abort_reason);
+      if (state_->abort.tripped()) {
+        return state_->abort.Check(state_->Label(), what_);
       }
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(state_->comm, &async);
@@ -262,7 +256,7 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<State> state) : state_(std::m
 
 NcclCommunicator::~NcclCommunicator() {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(state_->device));
-  if (!state_->aborted && state_->comm != nullptr) ncclCommDestroy(state_->comm);
+  if (!state_->abort.tripped() && state_->comm != nullptr) ncclCommDestroy(state_->comm);
   if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
 }
 
@@ -384,7 +378,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(int color,
 }
 
 void NcclCommunicator::Abort(const std::string& reason) {
-  if (state_->aborted) return;
+  if (state_->abort.tripped()) return;
   spdlog::error("[comm] {}: aborting the nccl communicator: {}", state_->Label(), reason);
   (void)state_->Fail(absl::AbortedError(reason));
 }
