@@ -9,6 +9,9 @@
 #include <limits>
 #include <vector>
 
+#include "model/kernels/attention_core.h"
+#include "model/kernels/fused_kernels.h"
+
 namespace deepnet::model {
 
 void AttentionCache::Reorder(const torch::Tensor& index) {
@@ -39,24 +42,30 @@ void MultiheadAttentionImpl::reset() {
 
 namespace {
 // Applies `projections` (Linear modules with biases, all [D, D]) to x [B, L, D] as one matrix
-// product with their concatenated weights, and returns the results split into heads as one
-// contiguous tensor [projections, B, H, L, D/H]. The weights stay separate parameters (their
-// names do not change); concatenating them copies n*D*D floats, which is small next to the
-// product, and saves the separate products' per-op costs and the later head-splitting copies
-// (bmm needs [B*H, L, D/H] operands, and torch::matmul on the 4-D views copied each one).
-torch::Tensor ProjectHeads(const torch::Tensor& x,
-                           std::initializer_list<const torch::nn::Linear*> projections,
-                           int64_t heads) {
+// product with their concatenated weights: [B, L, n*D], the projections side by side. The
+// weights stay separate parameters (their names do not change); concatenating them copies
+// n*D*D floats, which is small next to the product, and saves the separate products' per-op
+// costs.
+torch::Tensor ProjectConcatenated(const torch::Tensor& x,
+                                  std::initializer_list<const torch::nn::Linear*> projections) {
   std::vector<torch::Tensor> weights, biases;
   for (const torch::nn::Linear* p : projections) {
     weights.push_back((*p)->weight);
     biases.push_back((*p)->bias);
   }
-  const int64_t n = static_cast<int64_t>(weights.size());
   namespace F = torch::nn::functional;
-  torch::Tensor y = n == 1 ? F::linear(x, weights[0], biases[0])
-                           : F::linear(x, torch::cat(weights), torch::cat(biases));
-  const int64_t b = x.size(0), l = x.size(1), d = weights[0].size(0);
+  return weights.size() == 1 ? F::linear(x, weights[0], biases[0])
+                             : F::linear(x, torch::cat(weights), torch::cat(biases));
+}
+
+// ProjectConcatenated split into heads as one contiguous tensor [projections, B, H, L, D/H]
+// (bmm needs [B*H, L, D/H] operands; torch::matmul on 4-D views copied each one separately).
+torch::Tensor ProjectHeads(const torch::Tensor& x,
+                           std::initializer_list<const torch::nn::Linear*> projections,
+                           int64_t heads) {
+  const int64_t n = static_cast<int64_t>(projections.size());
+  torch::Tensor y = ProjectConcatenated(x, projections);
+  const int64_t b = x.size(0), l = x.size(1), d = y.size(2) / n;
   return y.view({b, l, n, heads, d / heads}).permute({2, 0, 3, 1, 4}).contiguous();
 }
 }  // namespace
@@ -69,6 +78,23 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   const int64_t b = query.size(0), t = query.size(1), d = query.size(2);
   const int64_t head_dim = d / heads;
   const double scaling = 1.0 / std::sqrt(static_cast<double>(head_dim));
+
+  if (cache == nullptr && kernels::UseFusedKernels(query)) {
+    // Training and full-sequence evaluation on CPU: one fused op from the projections to the
+    // concatenated heads (model/kernels/attention_core.h).
+    torch::Tensor out;
+    if (memory.is_same(query)) {
+      torch::Tensor qkv = ProjectConcatenated(query, {&q_proj, &k_proj, &v_proj});
+      out = kernels::AttentionCore(qkv, qkv, heads, key_padding_mask, causal, scaling,
+                                   options.dropout(), is_training());
+    } else {
+      out = kernels::AttentionCore(q_proj(query), ProjectConcatenated(memory, {&k_proj, &v_proj}),
+                                   heads, key_padding_mask, causal, scaling, options.dropout(),
+                                   is_training());
+    }
+    if (inner_attn_ln) out = inner_attn_ln(out);
+    return out_proj(out);
+  }
 
   // q, k, v: [B, H, L, D/H], contiguous.
   torch::Tensor q, k, v;

@@ -3,6 +3,9 @@
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
 
+#include "model/kernels/fused_kernels.h"
+#include "model/kernels/residual_layer_norm.h"
+
 namespace deepnet::model {
 namespace {
 
@@ -66,6 +69,10 @@ torch::Tensor TransformerLayerBase::Residual(const torch::Tensor& x, torch::nn::
   const auto& o = layer_options_;
   if (o.pre_norm()) return x + Dropout(g(norm(x)), o.dropout(), training);
   // DeepNorm, arXiv:2203.00555 §III-A: x_{l+1} = LN(alpha * x_l + G_l(x_l)).
+  if (kernels::UseFusedKernels(x)) {
+    return kernels::ResidualLayerNorm(x, g(x), norm->weight, norm->bias, o.residual_alpha(),
+                                      o.dropout(), o.layer_norm_eps(), training);
+  }
   torch::Tensor branch = Dropout(g(x), o.dropout(), training);
   if (o.residual_alpha() == 1.0) return norm(x + branch);
   return norm(torch::add(branch, x, o.residual_alpha()));

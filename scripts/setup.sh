@@ -15,6 +15,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev            # LibTorch 1.13 (CPU)
   libopenblas0-pthread    # without it LibTorch's matmuls use reference BLAS (~35x slower)
+  libblas-dev             # cblas.h and -lblas for the fused kernels' per-head products
   libgloo-dev             # c10d's Gloo headers need it
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libssl-dev
   libgtest-dev libgmock-dev googletest

@@ -1,0 +1,235 @@
+#include "model/kernels/attention_core.h"
+
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "model/kernels/dropout_mask.h"
+#include "model/kernels/gemm.h"
+
+namespace deepnet::model::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Where the (batch, head) matrices live: row r of head h in batch b of q is at
+// q + b * q_batch + r * q_row + h * head_dim (likewise k and v in kv).
+struct Geometry {
+  int64_t batch, heads, head_dim, t, s, d;
+  int64_t q_batch, q_row, kv_batch, kv_row;
+  int64_t q_col, k_col, v_col;
+};
+
+// Self-attention (`shared`): q is [B, L, 3D] = q | k | v. Else q [B, T, D], kv [B, S, 2D] = k | v.
+Geometry GeometryOf(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads, bool shared) {
+  const int64_t d = shared ? q.size(2) / 3 : q.size(2);
+  Geometry g;
+  g.batch = q.size(0);
+  g.heads = heads;
+  g.head_dim = d / heads;
+  g.t = q.size(1);
+  g.s = kv.size(1);
+  g.d = d;
+  g.q_row = q.size(2);
+  g.q_batch = g.t * g.q_row;
+  g.kv_row = kv.size(2);
+  g.kv_batch = g.s * g.kv_row;
+  g.q_col = 0;
+  g.k_col = shared ? d : 0;
+  g.v_col = shared ? 2 * d : d;
+  return g;
+}
+
+// Masked softmax of one row of scores in place; visible(j) says whether key j may be seen.
+// A row that sees no key becomes all zeros.
+template <typename Visible>
+void MaskedSoftmaxRow(float* row, int64_t s, Visible&& visible) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < s; ++j) {
+    if (visible(j)) max = std::max(max, row[j]);
+  }
+  if (max == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + s, 0.0f);
+    return;
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < s; ++j) {
+    row[j] = visible(j) ? std::exp(row[j] - max) : 0.0f;
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < s; ++j) row[j] *= inv;
+}
+
+class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunction> {
+ public:
+  // `shared`: q and kv are the same tensor (self-attention); its gradient is returned once.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in,
+                               const torch::Tensor& kv_in, bool shared, int64_t heads,
+                               const torch::Tensor& padding_in, bool causal, double scaling,
+                               double dropout, bool training) {
+    const torch::Tensor q = q_in.contiguous();
+    const torch::Tensor kv = shared ? q : kv_in.contiguous();
+    const Geometry g = GeometryOf(q, kv, heads, shared);
+    const bool drop = training && dropout > 0.0;
+    const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - dropout)) : 1.0f;
+
+    torch::Tensor probs = torch::empty({g.batch, g.heads, g.t, g.s}, q.options());
+    // Autograd saves no undefined tensors: "no dropout" is an empty mask.
+    torch::Tensor keep = torch::empty({0}, q.options().dtype(torch::kUInt8));
+    if (drop) {
+      keep = torch::empty(probs.sizes(), q.options().dtype(torch::kUInt8));
+      FillDropoutKeepMask(keep.data_ptr<uint8_t>(), keep.numel(), dropout);
+    }
+    torch::Tensor padding;  // padding_in has no elements when there is no mask.
+    if (padding_in.numel() > 0) padding = padding_in.to(torch::kBool).contiguous();
+    torch::Tensor out = torch::empty({g.batch, g.t, g.d}, q.options());
+
+    const float* qp = q.data_ptr<float>();
+    const float* kvp = kv.data_ptr<float>();
+    const bool* padp = padding.defined() ? padding.data_ptr<bool>() : nullptr;
+    const uint8_t* kp = drop ? keep.data_ptr<uint8_t>() : nullptr;
+    float* pp = probs.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    const float scale = static_cast<float>(scaling);
+    at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> dropped(drop ? g.t * g.s : 0);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / g.heads, h = bh % g.heads;
+        const float* qm = qp + b * g.q_batch + g.q_col + h * g.head_dim;
+        const float* km = kvp + b * g.kv_batch + g.k_col + h * g.head_dim;
+        const float* vm = kvp + b * g.kv_batch + g.v_col + h * g.head_dim;
+        float* pm = pp + bh * g.t * g.s;
+        Gemm(false, true, g.t, g.s, g.head_dim, scale, qm, g.q_row, km, g.kv_row, 0.0f, pm, g.s);
+        const bool* pad = padp == nullptr ? nullptr : padp + b * g.s;
+        for (int64_t i = 0; i < g.t; ++i) {
+          MaskedSoftmaxRow(pm + i * g.s, g.s, [&](int64_t j) {
+            return (pad == nullptr || !pad[j]) && (!causal || j <= i);
+          });
+        }
+        const float* weights = pm;
+        if (drop) {
+          const uint8_t* km8 = kp + bh * g.t * g.s;
+          for (int64_t e = 0; e < g.t * g.s; ++e) dropped[e] = km8[e] ? pm[e] * keep_scale : 0.0f;
+          weights = dropped.data();
+        }
+        Gemm(false, false, g.t, g.head_dim, g.s, 1.0f, weights, g.s, vm, g.kv_row, 0.0f,
+             op + b * g.t * g.d + h * g.head_dim, g.d);
+      }
+    });
+    ctx->save_for_backward({q, kv, probs, keep});
+    ctx->saved_data["shared"] = shared;
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["scaling"] = scaling;
+    ctx->saved_data["keep_scale"] = static_cast<double>(keep_scale);
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& q = saved[0];
+    const torch::Tensor& kv = saved[1];
+    const torch::Tensor& probs = saved[2];
+    const torch::Tensor& keep = saved[3];
+    const bool shared = ctx->saved_data["shared"].toBool();
+    const Geometry g = GeometryOf(q, kv, ctx->saved_data["heads"].toInt(), shared);
+    const float scale = static_cast<float>(ctx->saved_data["scaling"].toDouble());
+    const float keep_scale = static_cast<float>(ctx->saved_data["keep_scale"].toDouble());
+    const torch::Tensor dout = grad_outputs[0].contiguous();
+
+    // Every column of q and kv is some head's q, k or v column, so the products below write
+    // all of both gradients.
+    torch::Tensor dq = torch::empty_like(q);
+    torch::Tensor dkv = shared ? dq : torch::empty_like(kv);
+
+    const float* qp = q.data_ptr<float>();
+    const float* kvp = kv.data_ptr<float>();
+    const float* pp = probs.data_ptr<float>();
+    const uint8_t* kp = keep.numel() > 0 ? keep.data_ptr<uint8_t>() : nullptr;
+    const float* gop = dout.data_ptr<float>();
+    float* dqp = dq.data_ptr<float>();
+    float* dkvp = dkv.data_ptr<float>();
+    at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> dscores(g.t * g.s);
+      std::vector<float> dropped(kp != nullptr ? g.t * g.s : 0);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / g.heads, h = bh % g.heads;
+        const int64_t q_off = b * g.q_batch + g.q_col + h * g.head_dim;
+        const int64_t k_off = b * g.kv_batch + g.k_col + h * g.head_dim;
+        const int64_t v_off = b * g.kv_batch + g.v_col + h * g.head_dim;
+        const float* pm = pp + bh * g.t * g.s;
+        const float* gom = gop + b * g.t * g.d + h * g.head_dim;
+        const float* weights = pm;
+        if (kp != nullptr) {
+          const uint8_t* km8 = kp + bh * g.t * g.s;
+          for (int64_t e = 0; e < g.t * g.s; ++e) dropped[e] = km8[e] ? pm[e] * keep_scale : 0.0f;
+          weights = dropped.data();
+        }
+        float* ds = dscores.data();
+        // d(weights) = dO v^T; dv = weights^T dO.
+        Gemm(false, true, g.t, g.s, g.head_dim, 1.0f, gom, g.d, kvp + v_off, g.kv_row, 0.0f, ds,
+             g.s);
+        Gemm(true, false, g.s, g.head_dim, g.t, 1.0f, weights, g.s, gom, g.d, 0.0f, dkvp + v_off,
+             g.kv_row);
+        if (kp != nullptr) {
+          const uint8_t* km8 = kp + bh * g.t * g.s;
+          for (int64_t e = 0; e < g.t * g.s; ++e) ds[e] = km8[e] ? ds[e] * keep_scale : 0.0f;
+        }
+        // Softmax backward: dS = P * (dP - rowsum(P * dP)).
+        for (int64_t i = 0; i < g.t; ++i) {
+          const float* p_row = pm + i * g.s;
+          float* d_row = ds + i * g.s;
+          float dot = 0.0f;
+          for (int64_t j = 0; j < g.s; ++j) dot += p_row[j] * d_row[j];
+          for (int64_t j = 0; j < g.s; ++j) d_row[j] = p_row[j] * (d_row[j] - dot);
+        }
+        // dq = scale * dS k; dk = scale * dS^T q.
+        Gemm(false, false, g.t, g.head_dim, g.s, scale, ds, g.s, kvp + k_off, g.kv_row, 0.0f,
+             dqp + q_off, g.q_row);
+        Gemm(true, false, g.s, g.head_dim, g.t, scale, ds, g.s, qp + q_off, g.q_row, 0.0f,
+             dkvp + k_off, g.kv_row);
+      }
+    });
+    variable_list grads(9);  // One per forward argument.
+    grads[0] = dq;
+    if (!shared) grads[1] = dkv;
+    return grads;
+  }
+};
+
+}  // namespace
+
+torch::Tensor AttentionCore(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads,
+                            const torch::Tensor& key_padding_mask, bool causal, double scaling,
+                            double dropout, bool training) {
+  TORCH_CHECK(q.dim() == 3 && kv.dim() == 3 && q.size(0) == kv.size(0),
+              "AttentionCore: q [B, T, *] and kv [B, S, *] expected");
+  TORCH_CHECK(q.device().is_cpu() && q.scalar_type() == torch::kFloat &&
+                  kv.device().is_cpu() && kv.scalar_type() == torch::kFloat,
+              "AttentionCore: float32 CPU tensors expected");
+  const bool shared = q.is_same(kv);
+  const int64_t d = shared ? q.size(2) / 3 : q.size(2);
+  TORCH_CHECK(heads > 0 && d > 0 && d % heads == 0, "AttentionCore: width ", d,
+              " is not a positive multiple of ", heads, " heads");
+  TORCH_CHECK(shared ? q.size(2) == 3 * d : kv.size(2) == 2 * d,
+              shared ? "AttentionCore: self-attention input must be [B, L, 3D]"
+                     : "AttentionCore: cross-attention kv must be [B, S, 2D] for q [B, T, D]");
+  TORCH_CHECK(!key_padding_mask.defined() ||
+                  (key_padding_mask.dim() == 2 && key_padding_mask.size(0) == q.size(0) &&
+                   key_padding_mask.size(1) == kv.size(1)),
+              "AttentionCore: key_padding_mask must be [B, S]");
+  TORCH_CHECK(dropout >= 0.0 && dropout < 1.0, "AttentionCore: dropout must be in [0, 1)");
+  // Autograd takes no undefined tensors as inputs: "no mask" is an empty one.
+  const torch::Tensor mask = key_padding_mask.defined()
+                                 ? key_padding_mask
+                                 : torch::empty({0}, q.options().dtype(torch::kBool));
+  return AttentionCoreFunction::apply(q, kv, shared, heads, mask, causal, scaling, dropout,
+                                      training);
+}
+
+}  // namespace deepnet::model::kernels

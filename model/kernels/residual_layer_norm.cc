@@ -1,0 +1,168 @@
+#include "model/kernels/residual_layer_norm.h"
+
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+
+#include <cmath>
+
+#include "model/kernels/dropout_mask.h"
+
+namespace deepnet::model::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int64_t kRowGrain = 16;
+
+struct RowSizes {
+  int64_t rows;
+  int64_t dim;
+};
+
+RowSizes SizesOf(const torch::Tensor& x) {
+  const int64_t dim = x.size(-1);
+  return {dim == 0 ? 0 : x.numel() / dim, dim};
+}
+
+class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayerNormFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& branch_in, const torch::Tensor& weight_in,
+                               const torch::Tensor& bias_in, double alpha, double dropout,
+                               double eps, bool training) {
+    const torch::Tensor x = x_in.contiguous();
+    const torch::Tensor branch = branch_in.contiguous();
+    const torch::Tensor weight = weight_in.contiguous();
+    const torch::Tensor bias = bias_in.contiguous();
+    const auto [rows, dim] = SizesOf(x);
+    const bool drop = training && dropout > 0.0;
+    const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - dropout)) : 1.0f;
+
+    torch::Tensor keep = torch::empty({0}, x.options().dtype(torch::kUInt8));  // No dropout.
+    if (drop) {
+      keep = torch::empty(x.sizes(), x.options().dtype(torch::kUInt8));
+      FillDropoutKeepMask(keep.data_ptr<uint8_t>(), keep.numel(), dropout);
+    }
+    torch::Tensor y = torch::empty_like(x);
+    torch::Tensor xhat = torch::empty_like(x);
+    torch::Tensor rstd = torch::empty({rows}, x.options());
+
+    const float* xp = x.data_ptr<float>();
+    const float* bp = branch.data_ptr<float>();
+    const float* wp = weight.data_ptr<float>();
+    const float* biasp = bias.data_ptr<float>();
+    const uint8_t* kp = drop ? keep.data_ptr<uint8_t>() : nullptr;
+    float* yp = y.data_ptr<float>();
+    float* hp = xhat.data_ptr<float>();
+    float* rp = rstd.data_ptr<float>();
+    const float a = static_cast<float>(alpha);
+    at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t o = r * dim;
+        float* h = hp + o;
+        float sum = 0.0f;
+        if (kp != nullptr) {
+          for (int64_t j = 0; j < dim; ++j) {
+            h[j] = a * xp[o + j] + (kp[o + j] ? bp[o + j] * keep_scale : 0.0f);
+            sum += h[j];
+          }
+        } else {
+          for (int64_t j = 0; j < dim; ++j) {
+            h[j] = a * xp[o + j] + bp[o + j];
+            sum += h[j];
+          }
+        }
+        const float mean = sum / static_cast<float>(dim);
+        float sq = 0.0f;
+        for (int64_t j = 0; j < dim; ++j) {
+          const float c = h[j] - mean;
+          sq += c * c;
+        }
+        const float inv = 1.0f / std::sqrt(sq / static_cast<float>(dim) + static_cast<float>(eps));
+        rp[r] = inv;
+        for (int64_t j = 0; j < dim; ++j) {
+          h[j] = (h[j] - mean) * inv;
+          yp[o + j] = h[j] * wp[j] + biasp[j];
+        }
+      }
+    });
+    ctx->save_for_backward({xhat, rstd, weight, keep});
+    ctx->saved_data["alpha"] = alpha;
+    ctx->saved_data["keep_scale"] = static_cast<double>(keep_scale);
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& xhat = saved[0];
+    const torch::Tensor& rstd = saved[1];
+    const torch::Tensor& weight = saved[2];
+    const torch::Tensor& keep = saved[3];
+    const float a = static_cast<float>(ctx->saved_data["alpha"].toDouble());
+    const float keep_scale = static_cast<float>(ctx->saved_data["keep_scale"].toDouble());
+    const torch::Tensor dy = grad_outputs[0].contiguous();
+    const auto [rows, dim] = SizesOf(xhat);
+
+    torch::Tensor dx = torch::empty_like(xhat);
+    torch::Tensor dbranch = torch::empty_like(xhat);
+    const float* gp = dy.data_ptr<float>();
+    const float* hp = xhat.data_ptr<float>();
+    const float* rp = rstd.data_ptr<float>();
+    const float* wp = weight.data_ptr<float>();
+    const uint8_t* kp = keep.numel() > 0 ? keep.data_ptr<uint8_t>() : nullptr;
+    float* dxp = dx.data_ptr<float>();
+    float* dbp = dbranch.data_ptr<float>();
+    at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t o = r * dim;
+        float mean_g = 0.0f, mean_gh = 0.0f;
+        for (int64_t j = 0; j < dim; ++j) {
+          const float g = gp[o + j] * wp[j];
+          mean_g += g;
+          mean_gh += g * hp[o + j];
+        }
+        mean_g /= static_cast<float>(dim);
+        mean_gh /= static_cast<float>(dim);
+        const float inv = rp[r];
+        for (int64_t j = 0; j < dim; ++j) {
+          const float dh = inv * (gp[o + j] * wp[j] - mean_g - hp[o + j] * mean_gh);
+          dxp[o + j] = a * dh;
+          dbp[o + j] = kp == nullptr ? dh : (kp[o + j] ? dh * keep_scale : 0.0f);
+        }
+      }
+    });
+    // Weight and bias gradients: column sums over the rows, in row order (deterministic for
+    // any thread count).
+    torch::Tensor dweight = torch::zeros({dim}, xhat.options());
+    torch::Tensor dbias = torch::zeros({dim}, xhat.options());
+    float* dwp = dweight.data_ptr<float>();
+    float* dbiasp = dbias.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t o = r * dim;
+      for (int64_t j = 0; j < dim; ++j) {
+        dwp[j] += gp[o + j] * hp[o + j];
+        dbiasp[j] += gp[o + j];
+      }
+    }
+    return {dx, dbranch, dweight, dbias, torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor ResidualLayerNorm(const torch::Tensor& x, const torch::Tensor& branch,
+                                const torch::Tensor& weight, const torch::Tensor& bias,
+                                double alpha, double dropout, double eps, bool training) {
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat,
+              "ResidualLayerNorm: x must be a float32 CPU tensor");
+  TORCH_CHECK(branch.sizes() == x.sizes() && branch.scalar_type() == torch::kFloat,
+              "ResidualLayerNorm: branch must match x");
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1) && bias.sizes() == weight.sizes(),
+              "ResidualLayerNorm: weight and bias must be [", x.size(-1), "]");
+  TORCH_CHECK(dropout >= 0.0 && dropout < 1.0, "ResidualLayerNorm: dropout must be in [0, 1)");
+  return ResidualLayerNormFunction::apply(x, branch, weight, bias, alpha, dropout, eps, training);
+}
+
+}  // namespace deepnet::model::kernels

@@ -1,0 +1,308 @@
+// The fused CPU kernels (model/kernels/) against the ATen ops they replace: values and
+// gradients, masks, dropout, and whole models with the kernels on and off.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "model/deepnet.h"
+#include "model/initialization.h"
+#include "model/kernels/attention_core.h"
+#include "model/kernels/dropout_mask.h"
+#include "model/kernels/fused_kernels.h"
+#include "model/kernels/gemm.h"
+#include "model/kernels/residual_layer_norm.h"
+
+namespace deepnet::model::kernels {
+namespace {
+
+// Restores the process-wide switch whatever a test does with it.
+class FusedKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = FusedKernelsEnabled();
+    torch::manual_seed(0);
+  }
+  void TearDown() override { SetFusedKernelsEnabled(saved_); }
+
+ private:
+  bool saved_ = true;
+};
+
+void ExpectClose(const torch::Tensor& actual, const torch::Tensor& expected, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  const double diff = (actual - expected).abs().max().item<double>();
+  const double scale = std::max(1.0, expected.abs().max().item<double>());
+  EXPECT_LE(diff, tol * scale) << what;
+}
+
+TEST_F(FusedKernelsTest, GemmMatchesAtenForEveryTransposeAndStride) {
+  const int64_t m = 7, n = 5, k = 9;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 0.5f}) {
+        // Stored matrices with row strides larger than their widths.
+        torch::Tensor a = torch::randn({ta ? k : m, 16});
+        torch::Tensor b = torch::randn({tb ? n : k, 12});
+        torch::Tensor c0 = torch::randn({m, 11});
+        torch::Tensor c = c0.clone();
+        Gemm(ta, tb, m, n, k, 1.5f, a.data_ptr<float>(), 16, b.data_ptr<float>(), 12, beta,
+             c.data_ptr<float>(), 11);
+        torch::Tensor op_a = ta ? a.narrow(1, 0, m).t() : a.narrow(1, 0, k);
+        torch::Tensor op_b = tb ? b.narrow(1, 0, k).t() : b.narrow(1, 0, n);
+        torch::Tensor expected = 1.5 * torch::mm(op_a, op_b) + beta * c0.narrow(1, 0, n);
+        const std::string what = "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
+        ExpectClose(c.narrow(1, 0, n), expected, 1e-5, what);
+        // Columns past n are untouched.
+        EXPECT_TRUE(torch::equal(c.narrow(1, n, 11 - n), c0.narrow(1, n, 11 - n))) << what;
+        torch::Tensor c_aten = c0.clone();
+        GemmAten(ta, tb, m, n, k, 1.5f, a.data_ptr<float>(), 16, b.data_ptr<float>(), 12, beta,
+                 c_aten.data_ptr<float>(), 11);
+        ExpectClose(c_aten.narrow(1, 0, n), expected, 1e-5, what + " (ATen)");
+      }
+    }
+  }
+}
+
+TEST_F(FusedKernelsTest, GemmWithBetaZeroIgnoresGarbageInOutput) {
+  torch::Tensor a = torch::randn({3, 4}), b = torch::randn({4, 2});
+  torch::Tensor c = torch::full({3, 2}, std::numeric_limits<float>::quiet_NaN());
+  Gemm(false, false, 3, 2, 4, 1.0f, a.data_ptr<float>(), 4, b.data_ptr<float>(), 2, 0.0f,
+       c.data_ptr<float>(), 2);
+  ExpectClose(c, torch::mm(a, b), 1e-6, "beta 0");
+}
+
+TEST_F(FusedKernelsTest, DropoutMaskKeepsOneMinusPAndFollowsTheGenerator) {
+  const int64_t n = 1 << 20;
+  std::vector<uint8_t> first(n), second(n), third(n);
+  torch::manual_seed(11);
+  FillDropoutKeepMask(first.data(), n, 0.1);
+  FillDropoutKeepMask(third.data(), n, 0.1);
+  torch::manual_seed(11);
+  FillDropoutKeepMask(second.data(), n, 0.1);
+  EXPECT_EQ(first, second) << "same generator state, same mask";
+  EXPECT_NE(first, third) << "each call advances the generator";
+  int64_t kept = 0;
+  for (uint8_t v : first) kept += v;
+  // Binomial(n, 0.9): standard deviation 307; allow 6 of them.
+  EXPECT_NEAR(static_cast<double>(kept), 0.9 * n, 6 * std::sqrt(n * 0.9 * 0.1));
+  std::vector<uint8_t> all(1001);
+  FillDropoutKeepMask(all.data(), 1001, 0.0);
+  for (uint8_t v : all) ASSERT_EQ(v, 1);
+}
+
+// Reference: LayerNorm(alpha * x + branch) with ATen ops.
+torch::Tensor ReferenceResidualLayerNorm(const torch::Tensor& x, const torch::Tensor& branch,
+                                         const torch::Tensor& w, const torch::Tensor& b,
+                                         double alpha, double eps) {
+  return torch::layer_norm(alpha * x + branch, {x.size(-1)}, w, b, eps);
+}
+
+struct Leaves {
+  torch::Tensor x, branch, w, b;
+  std::vector<torch::Tensor> All() const { return {x, branch, w, b}; }
+};
+
+Leaves MakeLeaves(int64_t rows_a, int64_t rows_b, int64_t dim) {
+  return {torch::randn({rows_a, rows_b, dim}).requires_grad_(),
+          torch::randn({rows_a, rows_b, dim}).requires_grad_(),
+          (1.0 + 0.3 * torch::randn({dim})).requires_grad_(),
+          (0.1 * torch::randn({dim})).requires_grad_()};
+}
+
+TEST_F(FusedKernelsTest, ResidualLayerNormMatchesAtenValuesAndGradients) {
+  for (double alpha : {1.0, 2.7}) {
+    Leaves fused = MakeLeaves(3, 5, 24);
+    Leaves ref{fused.x.detach().clone().requires_grad_(),
+               fused.branch.detach().clone().requires_grad_(),
+               fused.w.detach().clone().requires_grad_(), fused.b.detach().clone().requires_grad_()};
+    torch::Tensor up = torch::randn({3, 5, 24});
+    torch::Tensor y = ResidualLayerNorm(fused.x, fused.branch, fused.w, fused.b, alpha, 0.1, 1e-5,
+                                        /*training=*/false);  // Dropout off outside training.
+    torch::Tensor y_ref = ReferenceResidualLayerNorm(ref.x, ref.branch, ref.w, ref.b, alpha, 1e-5);
+    ExpectClose(y, y_ref, 1e-5, "forward");
+    (y * up).sum().backward();
+    (y_ref * up).sum().backward();
+    const char* names[] = {"x", "branch", "weight", "bias"};
+    for (size_t i = 0; i < 4; ++i) {
+      ExpectClose(fused.All()[i].grad(), ref.All()[i].grad(), 1e-4, names[i]);
+    }
+  }
+}
+
+TEST_F(FusedKernelsTest, ResidualLayerNormDropoutIsInvertedAndGradientsFollowTheMask) {
+  const double p = 0.25;
+  Leaves l = MakeLeaves(4, 8, 32);
+  torch::Tensor y = ResidualLayerNorm(l.x, l.branch, l.w, l.b, 1.5, p, 1e-5, /*training=*/true);
+  y.sum().backward();
+  // The branch gradient is exactly zero where the branch was dropped; elsewhere it is the
+  // layer norm's input gradient times 1 / (1 - p). Rebuild the mask from it and check the
+  // forward against ATen with that mask.
+  torch::Tensor kept = l.branch.grad().ne(0);
+  const double fraction = kept.to(torch::kFloat).mean().item<double>();
+  EXPECT_NEAR(fraction, 1 - p, 0.05);
+  torch::Tensor masked = l.branch.detach() * kept.to(torch::kFloat) / (1 - p);
+  torch::Tensor expected =
+      ReferenceResidualLayerNorm(l.x.detach(), masked, l.w.detach(), l.b.detach(), 1.5, 1e-5);
+  ExpectClose(y.detach(), expected, 1e-5, "forward with dropout");
+  // x's gradient is alpha times the layer-norm input gradient; the kept branch entries carry
+  // the same gradient scaled by 1 / (1 - p) / alpha.
+  torch::Tensor ratio = (l.branch.grad() / l.x.grad()).masked_select(kept);
+  ExpectClose(ratio, torch::full_like(ratio, 1.0 / (1 - p) / 1.5), 1e-3, "gradient ratio");
+}
+
+// Reference attention with ATen ops: q [B, T, D], k and v [B, S, D].
+torch::Tensor ReferenceAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, int64_t heads,
+                                 const torch::Tensor& padding, bool causal, double scaling) {
+  const int64_t b = q.size(0), t = q.size(1), s = k.size(1), d = q.size(2), hd = d / heads;
+  auto split = [&](const torch::Tensor& x, int64_t len) {
+    return x.reshape({b, len, heads, hd}).transpose(1, 2);
+  };
+  torch::Tensor scores = torch::matmul(split(q, t), split(k, s).transpose(-1, -2)) * scaling;
+  torch::Tensor hidden = torch::zeros({b, 1, t, s}, torch::kBool);
+  if (padding.defined()) hidden = hidden | padding.view({b, 1, 1, s});
+  if (causal) hidden = hidden | torch::ones({t, s}, torch::kBool).triu(1).view({1, 1, t, s});
+  scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
+  torch::Tensor probs = torch::softmax(scores, -1);
+  return torch::matmul(probs, split(v, s)).transpose(1, 2).reshape({b, t, d});
+}
+
+TEST_F(FusedKernelsTest, SelfAttentionMatchesAtenWithPaddingAndCausalMasks) {
+  const int64_t b = 3, l = 6, d = 12, heads = 3;
+  torch::Tensor padding = torch::zeros({b, l}, torch::kBool);
+  padding[1][5] = true;
+  padding[2][4] = true;
+  padding[2][5] = true;
+  for (bool causal : {false, true}) {
+    for (bool with_padding : {false, true}) {
+      torch::Tensor qkv = torch::randn({b, l, 3 * d}).requires_grad_();
+      torch::Tensor qkv_ref = qkv.detach().clone().requires_grad_();
+      const torch::Tensor mask = with_padding ? padding : torch::Tensor();
+      torch::Tensor out = AttentionCore(qkv, qkv, heads, mask, causal, 0.4, 0.0, true);
+      auto parts = qkv_ref.split(d, 2);
+      torch::Tensor ref = ReferenceAttention(parts[0], parts[1], parts[2], heads, mask, causal, 0.4);
+      const std::string what =
+          std::string(causal ? "causal" : "full") + (with_padding ? " padded" : "");
+      ExpectClose(out, ref, 1e-5, what);
+      torch::Tensor up = torch::randn({b, l, d});
+      (out * up).sum().backward();
+      (ref * up).sum().backward();
+      ExpectClose(qkv.grad(), qkv_ref.grad(), 1e-4, what + " gradient");
+    }
+  }
+}
+
+TEST_F(FusedKernelsTest, CrossAttentionMatchesAten) {
+  const int64_t b = 2, t = 4, s = 7, d = 8, heads = 2;
+  torch::Tensor padding = torch::zeros({b, s}, torch::kBool);
+  padding[0][6] = true;
+  torch::Tensor q = torch::randn({b, t, d}).requires_grad_();
+  torch::Tensor kv = torch::randn({b, s, 2 * d}).requires_grad_();
+  torch::Tensor q_ref = q.detach().clone().requires_grad_();
+  torch::Tensor kv_ref = kv.detach().clone().requires_grad_();
+  torch::Tensor out = AttentionCore(q, kv, heads, padding, false, 0.5, 0.0, true);
+  auto parts = kv_ref.split(d, 2);
+  torch::Tensor ref = ReferenceAttention(q_ref, parts[0], parts[1], heads, padding, false, 0.5);
+  ExpectClose(out, ref, 1e-5, "forward");
+  torch::Tensor up = torch::randn({b, t, d});
+  (out * up).sum().backward();
+  (ref * up).sum().backward();
+  ExpectClose(q.grad(), q_ref.grad(), 1e-4, "q gradient");
+  ExpectClose(kv.grad(), kv_ref.grad(), 1e-4, "kv gradient");
+}
+
+TEST_F(FusedKernelsTest, QueryThatSeesNoKeyGetsZerosNotNaN) {
+  torch::Tensor q = torch::randn({1, 2, 4}), kv = torch::randn({1, 3, 8});
+  torch::Tensor padding = torch::ones({1, 3}, torch::kBool);
+  torch::Tensor out = AttentionCore(q, kv, 2, padding, false, 1.0, 0.0, false);
+  EXPECT_TRUE(torch::equal(out, torch::zeros_like(out)));
+}
+
+TEST_F(FusedKernelsTest, AttentionDropoutGradientMatchesFiniteDifferences) {
+  // With the generator reset before each call the dropout mask is the same, so the op is a
+  // fixed differentiable function whose directional derivative can be checked numerically.
+  const int64_t b = 2, l = 5, d = 8, heads = 2;
+  torch::Tensor qkv = torch::randn({b, l, 3 * d}).requires_grad_();
+  torch::Tensor up = torch::randn({b, l, d});
+  auto f = [&](const torch::Tensor& input) {
+    torch::manual_seed(99);
+    return (AttentionCore(input, input, heads, torch::Tensor(), true, 0.35, 0.3, true) * up).sum();
+  };
+  f(qkv).backward();
+  torch::Tensor direction = torch::randn_like(qkv);
+  const double eps = 1e-2;
+  torch::NoGradGuard no_grad;
+  const double numeric =
+      (f(qkv + eps * direction).item<double>() - f(qkv - eps * direction).item<double>()) /
+      (2 * eps);
+  const double analytic = (qkv.grad() * direction).sum().item<double>();
+  EXPECT_NEAR(analytic, numeric, 2e-2 * std::max(1.0, std::abs(numeric)));
+  // Dropout changed the result.
+  torch::manual_seed(99);
+  torch::Tensor dropped = AttentionCore(qkv, qkv, heads, torch::Tensor(), true, 0.35, 0.3, true);
+  torch::Tensor plain = AttentionCore(qkv, qkv, heads, torch::Tensor(), true, 0.35, 0.3, false);
+  EXPECT_FALSE(torch::allclose(dropped, plain));
+}
+
+TEST_F(FusedKernelsTest, KernelsRejectWrongShapesNamingTheInput) {
+  torch::Tensor q = torch::randn({2, 3, 8});
+  EXPECT_THROW(AttentionCore(q, torch::randn({2, 3, 8}), 2, torch::Tensor(), false, 1, 0, true),
+               c10::Error);  // kv must be [B, S, 2D]
+  EXPECT_THROW(AttentionCore(q, q, 2, torch::Tensor(), false, 1, 0, true),
+               c10::Error);  // 8 is not 3D
+  EXPECT_THROW(ResidualLayerNorm(q, torch::randn({2, 3, 7}), torch::ones({8}), torch::zeros({8}),
+                                 1, 0, 1e-5, true),
+               c10::Error);
+}
+
+// Whole models: loss and every parameter gradient with the fused kernels equal the ATen path's
+// (dropout 0, so both compute the same function), for every normalisation variant.
+TEST_F(FusedKernelsTest, ModelsTrainTheSameWithAndWithoutFusedKernels) {
+  for (NormVariant norm : {NormVariant::kDeepNorm, NormVariant::kPostLn, NormVariant::kPreLn,
+                           NormVariant::kPostLnInit, NormVariant::kDeepNormPreLn}) {
+    DeepNetConfig config = DeepNetConfig()
+                               .encoder_layers(3)
+                               .decoder_layers(2)
+                               .d_model(16)
+                               .heads(4)
+                               .ffn_dim(32)
+                               .vocab_size(40)
+                               .dropout(0.0)
+                               .max_positions(32)
+                               .norm(norm);
+    DeepNet model(config);
+    InitializeParameters(*model, 3);
+    model->train();
+    torch::Tensor src = torch::randint(4, 40, {3, 9}, torch::kLong);
+    torch::Tensor tgt = torch::randint(4, 40, {3, 7}, torch::kLong);
+    src[1][8] = config.pad_id();  // Padding in the source.
+    src[2][7] = config.pad_id();
+    src[2][8] = config.pad_id();
+    std::vector<std::vector<torch::Tensor>> grads;
+    std::vector<torch::Tensor> logits;
+    for (bool fused : {true, false}) {
+      SetFusedKernelsEnabled(fused);
+      model->zero_grad();
+      torch::Tensor out = model->forward(src, tgt);
+      (out * out.detach().sin()).sum().backward();
+      logits.push_back(out.detach());
+      std::vector<torch::Tensor> g;
+      for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
+      grads.push_back(g);
+    }
+    const std::string what = "norm " + std::to_string(static_cast<int>(norm));
+    ExpectClose(logits[0], logits[1], 1e-4, what + " logits");
+    const auto names = model->named_parameters().keys();
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      ExpectClose(grads[0][i], grads[1][i], 1e-3, what + " " + names[i]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepnet::model::kernels
