@@ -53,9 +53,8 @@ torch::Tensor ProjectConcatenated(const torch::Tensor& x,
     weights.push_back((*p)->weight);
     biases.push_back((*p)->bias);
   }
-  namespace F = torch::nn::functional;
-  return weights.size() == 1 ? F::linear(x, weights[0], biases[0])
-                             : F::linear(x, torch::cat(weights), torch::cat(biases));
+  return weights.size() == 1 ? kernels::Linear(x, weights[0], biases[0])
+                             : kernels::Linear(x, torch::cat(weights), torch::cat(biases));
 }
 
 // ProjectConcatenated split into heads as one contiguous tensor [projections, B, H, L, D/H]
@@ -88,12 +87,13 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
       out = kernels::AttentionCore(qkv, qkv, heads, key_padding_mask, causal, scaling,
                                    options.dropout(), is_training());
     } else {
-      out = kernels::AttentionCore(q_proj(query), ProjectConcatenated(memory, {&k_proj, &v_proj}),
+      out = kernels::AttentionCore(ProjectConcatenated(query, {&q_proj}),
+                                   ProjectConcatenated(memory, {&k_proj, &v_proj}),
                                    heads, key_padding_mask, causal, scaling, options.dropout(),
                                    is_training());
     }
     if (inner_attn_ln) out = inner_attn_ln(out);
-    return out_proj(out);
+    return kernels::Linear(out, out_proj->weight, out_proj->bias);
   }
 
   // q, k, v: [B, H, L, D/H], contiguous.

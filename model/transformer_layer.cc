@@ -83,11 +83,11 @@ torch::Tensor TransformerLayerBase::FeedForward(const torch::Tensor& x, torch::n
                                                 torch::nn::LayerNorm& ffn_layernorm,
                                                 bool training) const {
   const auto& o = layer_options_;
-  torch::Tensor h = fc1(x);
+  torch::Tensor h = kernels::Linear(x, fc1->weight, fc1->bias);
   h = o.activation() == Activation::kRelu ? torch::relu(h) : torch::gelu(h);
   h = Dropout(h, o.activation_dropout(), training);
   if (ffn_layernorm) h = ffn_layernorm(h);
-  return fc2(h);
+  return kernels::Linear(h, fc2->weight, fc2->bias);
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const TransformerLayerOptions& options)

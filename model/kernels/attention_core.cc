@@ -10,6 +10,7 @@
 
 #include "model/kernels/dropout_mask.h"
 #include "model/kernels/gemm.h"
+#include "model/kernels/row_math.h"
 
 namespace deepnet::model::kernels {
 namespace {
@@ -57,12 +58,8 @@ void MaskedSoftmaxRow(float* row, int64_t s, Visible&& visible) {
     std::fill(row, row + s, 0.0f);
     return;
   }
-  float sum = 0.0f;
-  for (int64_t j = 0; j < s; ++j) {
-    row[j] = visible(j) ? std::exp(row[j] - max) : 0.0f;
-    sum += row[j];
-  }
-  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < s; ++j) row[j] = visible(j) ? std::exp(row[j] - max) : 0.0f;
+  const float inv = 1.0f / RowSum(row, s);
   for (int64_t j = 0; j < s; ++j) row[j] *= inv;
 }
 
@@ -184,8 +181,7 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
         for (int64_t i = 0; i < g.t; ++i) {
           const float* p_row = pm + i * g.s;
           float* d_row = ds + i * g.s;
-          float dot = 0.0f;
-          for (int64_t j = 0; j < g.s; ++j) dot += p_row[j] * d_row[j];
+          const float dot = RowDot(p_row, d_row, g.s);
           for (int64_t j = 0; j < g.s; ++j) d_row[j] = p_row[j] * (d_row[j] - dot);
         }
         // dq = scale * dS k; dk = scale * dS^T q.

@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+
+#include <torch/nn/functional/linear.h>
 
 namespace deepnet::model::kernels {
 namespace {
@@ -25,6 +28,16 @@ void SetFusedKernelsEnabled(bool enabled) { Enabled().store(enabled, std::memory
 
 bool UseFusedKernels(const torch::Tensor& t) {
   return FusedKernelsEnabled() && t.device().is_cpu() && t.scalar_type() == torch::kFloat;
+}
+
+torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias) {
+  if (x.dim() <= 2 || !bias.defined() || !x.is_contiguous()) {
+    return torch::nn::functional::linear(x, weight, bias);
+  }
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  return torch::addmm(bias, x.view({-1, x.size(-1)}), weight.t()).view(sizes);
 }
 
 }  // namespace deepnet::model::kernels

@@ -14,4 +14,9 @@ void SetFusedKernelsEnabled(bool enabled);
 /// FusedKernelsEnabled() and `t` is a float32 CPU tensor.
 bool UseFusedKernels(const torch::Tensor& t);
 
+/// x W^T + b for x [..., in]: one addmm over the flattened rows when x is contiguous. LibTorch
+/// 1.13's linear on 3-D inputs runs matmul and then a separate bias add (two ops forward, a
+/// broadcast-reduction node backward); any device.
+torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
 }  // namespace deepnet::model::kernels

@@ -4,8 +4,10 @@
 #include <torch/autograd.h>
 
 #include <cmath>
+#include <vector>
 
 #include "model/kernels/dropout_mask.h"
+#include "model/kernels/row_math.h"
 
 namespace deepnet::model::kernels {
 namespace {
@@ -61,29 +63,22 @@ class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayer
       for (int64_t r = begin; r < end; ++r) {
         const int64_t o = r * dim;
         float* h = hp + o;
-        float sum = 0.0f;
+        const float* xr = xp + o;
+        const float* br = bp + o;
         if (kp != nullptr) {
-          for (int64_t j = 0; j < dim; ++j) {
-            h[j] = a * xp[o + j] + (kp[o + j] ? bp[o + j] * keep_scale : 0.0f);
-            sum += h[j];
-          }
+          const uint8_t* kr = kp + o;
+          for (int64_t j = 0; j < dim; ++j) h[j] = a * xr[j] + (kr[j] ? br[j] * keep_scale : 0.0f);
         } else {
-          for (int64_t j = 0; j < dim; ++j) {
-            h[j] = a * xp[o + j] + bp[o + j];
-            sum += h[j];
-          }
+          for (int64_t j = 0; j < dim; ++j) h[j] = a * xr[j] + br[j];
         }
-        const float mean = sum / static_cast<float>(dim);
-        float sq = 0.0f;
-        for (int64_t j = 0; j < dim; ++j) {
-          const float c = h[j] - mean;
-          sq += c * c;
-        }
-        const float inv = 1.0f / std::sqrt(sq / static_cast<float>(dim) + static_cast<float>(eps));
+        const float mean = RowSum(h, dim) / static_cast<float>(dim);
+        const float var = RowCenteredSquares(h, mean, dim) / static_cast<float>(dim);
+        const float inv = 1.0f / std::sqrt(var + static_cast<float>(eps));
         rp[r] = inv;
+        float* yr = yp + o;
         for (int64_t j = 0; j < dim; ++j) {
           h[j] = (h[j] - mean) * inv;
-          yp[o + j] = h[j] * wp[j] + biasp[j];
+          yr[j] = h[j] * wp[j] + biasp[j];
         }
       }
     });
@@ -114,21 +109,25 @@ class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayer
     float* dxp = dx.data_ptr<float>();
     float* dbp = dbranch.data_ptr<float>();
     at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
+      std::vector<float> gw(dim);  // dy * weight for one row.
       for (int64_t r = begin; r < end; ++r) {
         const int64_t o = r * dim;
-        float mean_g = 0.0f, mean_gh = 0.0f;
-        for (int64_t j = 0; j < dim; ++j) {
-          const float g = gp[o + j] * wp[j];
-          mean_g += g;
-          mean_gh += g * hp[o + j];
-        }
-        mean_g /= static_cast<float>(dim);
-        mean_gh /= static_cast<float>(dim);
+        const float* gr = gp + o;
+        const float* hr = hp + o;
+        for (int64_t j = 0; j < dim; ++j) gw[j] = gr[j] * wp[j];
+        const float mean_g = RowSum(gw.data(), dim) / static_cast<float>(dim);
+        const float mean_gh = RowDot(gw.data(), hr, dim) / static_cast<float>(dim);
         const float inv = rp[r];
+        float* dxr = dxp + o;
+        float* dbr = dbp + o;
         for (int64_t j = 0; j < dim; ++j) {
-          const float dh = inv * (gp[o + j] * wp[j] - mean_g - hp[o + j] * mean_gh);
-          dxp[o + j] = a * dh;
-          dbp[o + j] = kp == nullptr ? dh : (kp[o + j] ? dh * keep_scale : 0.0f);
+          const float dh = inv * (gw[j] - mean_g - hr[j] * mean_gh);
+          dxr[j] = a * dh;
+          dbr[j] = dh;
+        }
+        if (kp != nullptr) {
+          const uint8_t* kr = kp + o;
+          for (int64_t j = 0; j < dim; ++j) dbr[j] = kr[j] ? dbr[j] * keep_scale : 0.0f;
         }
       }
     });

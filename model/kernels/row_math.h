@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdint>
+
+namespace deepnet::model::kernels {
+
+// Reductions over one row with eight independent partial sums. Without -ffast-math the
+// compiler keeps a single running float sum in order, one dependent add per element (about
+// four cycles each); independent partial sums vectorise and pipeline. The summation order is
+// fixed, so results are deterministic.
+inline float RowSum(const float* x, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += x[j + k];
+  }
+  for (; j < n; ++j) acc[0] += x[j];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+inline float RowDot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[j + k] * b[j + k];
+  }
+  for (; j < n; ++j) acc[0] += a[j] * b[j];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// Sum of (x - center)^2.
+inline float RowCenteredSquares(const float* x, float center, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const float c = x[j + k] - center;
+      acc[k] += c * c;
+    }
+  }
+  for (; j < n; ++j) acc[0] += (x[j] - center) * (x[j] - center);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+}  // namespace deepnet::model::kernels
