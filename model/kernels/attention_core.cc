@@ -111,8 +111,7 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
         }
         const float* weights = pm;
         if (drop) {
-          const uint8_t* km8 = kp + bh * g.t * g.s;
-          for (int64_t e = 0; e < g.t * g.s; ++e) dropped[e] = km8[e] ? pm[e] * keep_scale : 0.0f;
+          ApplyKeepMask(dropped.data(), pm, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
           weights = dropped.data();
         }
         Gemm(false, false, g.t, g.head_dim, g.s, 1.0f, weights, g.s, vm, g.kv_row, 0.0f,
@@ -163,8 +162,7 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
         const float* gom = gop + b * g.t * g.d + h * g.head_dim;
         const float* weights = pm;
         if (kp != nullptr) {
-          const uint8_t* km8 = kp + bh * g.t * g.s;
-          for (int64_t e = 0; e < g.t * g.s; ++e) dropped[e] = km8[e] ? pm[e] * keep_scale : 0.0f;
+          ApplyKeepMask(dropped.data(), pm, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
           weights = dropped.data();
         }
         float* ds = dscores.data();
@@ -174,8 +172,7 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
         Gemm(true, false, g.s, g.head_dim, g.t, 1.0f, weights, g.s, gom, g.d, 0.0f, dkvp + v_off,
              g.kv_row);
         if (kp != nullptr) {
-          const uint8_t* km8 = kp + bh * g.t * g.s;
-          for (int64_t e = 0; e < g.t * g.s; ++e) ds[e] = km8[e] ? ds[e] * keep_scale : 0.0f;
+          ApplyKeepMask(ds, ds, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
         }
         // Softmax backward: dS = P * (dP - rowsum(P * dP)).
         for (int64_t i = 0; i < g.t; ++i) {

@@ -67,7 +67,9 @@ class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayer
         const float* br = bp + o;
         if (kp != nullptr) {
           const uint8_t* kr = kp + o;
-          for (int64_t j = 0; j < dim; ++j) h[j] = a * xr[j] + (kr[j] ? br[j] * keep_scale : 0.0f);
+          for (int64_t j = 0; j < dim; ++j) {
+            h[j] = a * xr[j] + br[j] * (static_cast<float>(kr[j]) * keep_scale);
+          }
         } else {
           for (int64_t j = 0; j < dim; ++j) h[j] = a * xr[j] + br[j];
         }
@@ -126,8 +128,7 @@ class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayer
           dbr[j] = dh;
         }
         if (kp != nullptr) {
-          const uint8_t* kr = kp + o;
-          for (int64_t j = 0; j < dim; ++j) dbr[j] = kr[j] ? dbr[j] * keep_scale : 0.0f;
+          ApplyKeepMask(dbr, dbr, kp + o, keep_scale, dim);
         }
       }
     });

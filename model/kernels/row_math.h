@@ -42,4 +42,11 @@ inline float RowCenteredSquares(const float* x, float center, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// out = in * keep * scale for a 0/1 dropout mask, without a branch per element (a select on
+// the mask compiled to a scalar loop); as in ATen's dropout, a dropped inf or NaN stays NaN.
+inline void ApplyKeepMask(float* out, const float* in, const uint8_t* keep, float scale,
+                          int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = in[j] * (static_cast<float>(keep[j]) * scale);
+}
+
 }  // namespace deepnet::model::kernels
