@@ -46,21 +46,30 @@ Geometry GeometryOf(const torch::Tensor& q, const torch::Tensor& kv, int64_t hea
   return g;
 }
 
-// Masked softmax of one row of scores in place; visible(j) says whether key j may be seen.
-// A row that sees no key becomes all zeros.
-template <typename Visible>
-void MaskedSoftmaxRow(float* row, int64_t s, Visible&& visible) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < s; ++j) {
-    if (visible(j)) max = std::max(max, row[j]);
+// Sets the scores of keys that query row i may not see to -inf: padded keys, and with `causal`
+// keys j > i. Returns whether the row sees no key at all.
+bool MaskScoresRow(float* row, int64_t i, int64_t s, const bool* pad, bool causal) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const int64_t visible_end = causal ? std::min(s, i + 1) : s;
+  std::fill(row + visible_end, row + s, neg_inf);
+  bool any = false;
+  for (int64_t j = 0; j < visible_end; ++j) {
+    if (pad != nullptr && pad[j]) {
+      row[j] = neg_inf;
+    } else {
+      any = true;
+    }
   }
-  if (max == -std::numeric_limits<float>::infinity()) {
-    std::fill(row, row + s, 0.0f);
-    return;
+  return !any;
+}
+
+// out [cols, rows] = a [rows, cols]^T. The products with a transposed left operand below run
+// about twice as slow as plain ones in OpenBLAS's small-matrix kernels (T, S of 32 at d=64);
+// an explicit transpose of the T x S matrix costs less than the difference.
+void Transpose(const float* a, int64_t rows, int64_t cols, float* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) out[j * rows + i] = a[i * cols + j];
   }
-  for (int64_t j = 0; j < s; ++j) row[j] = visible(j) ? std::exp(row[j] - max) : 0.0f;
-  const float inv = 1.0f / RowSum(row, s);
-  for (int64_t j = 0; j < s; ++j) row[j] *= inv;
 }
 
 class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunction> {
@@ -76,11 +85,11 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
     const bool drop = training && dropout > 0.0;
     const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - dropout)) : 1.0f;
 
-    torch::Tensor probs = torch::empty({g.batch, g.heads, g.t, g.s}, q.options());
+    torch::Tensor scores = torch::empty({g.batch, g.heads, g.t, g.s}, q.options());
     // Autograd saves no undefined tensors: "no dropout" is an empty mask.
     torch::Tensor keep = torch::empty({0}, q.options().dtype(torch::kUInt8));
     if (drop) {
-      keep = torch::empty(probs.sizes(), q.options().dtype(torch::kUInt8));
+      keep = torch::empty(scores.sizes(), q.options().dtype(torch::kUInt8));
       FillDropoutKeepMask(keep.data_ptr<uint8_t>(), keep.numel(), dropout);
     }
     torch::Tensor padding;  // padding_in has no elements when there is no mask.
@@ -91,27 +100,39 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
     const float* kvp = kv.data_ptr<float>();
     const bool* padp = padding.defined() ? padding.data_ptr<bool>() : nullptr;
     const uint8_t* kp = drop ? keep.data_ptr<uint8_t>() : nullptr;
-    float* pp = probs.data_ptr<float>();
+    float* sp = scores.data_ptr<float>();
     float* op = out.data_ptr<float>();
     const float scale = static_cast<float>(scaling);
+    // Scores and masks per (batch, head); then one softmax over all rows, ATen's vectorised
+    // kernel (exp per element in a scalar loop was 3 % of a d=64 step); then the products with v.
+    std::vector<uint8_t> blind(g.batch * g.heads * g.t, 0);  // Rows that see no key.
     at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> dropped(drop ? g.t * g.s : 0);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / g.heads, h = bh % g.heads;
         const float* qm = qp + b * g.q_batch + g.q_col + h * g.head_dim;
         const float* km = kvp + b * g.kv_batch + g.k_col + h * g.head_dim;
-        const float* vm = kvp + b * g.kv_batch + g.v_col + h * g.head_dim;
-        float* pm = pp + bh * g.t * g.s;
+        float* pm = sp + bh * g.t * g.s;
         Gemm(false, true, g.t, g.s, g.head_dim, scale, qm, g.q_row, km, g.kv_row, 0.0f, pm, g.s);
         const bool* pad = padp == nullptr ? nullptr : padp + b * g.s;
+        if (pad == nullptr && !causal) continue;
         for (int64_t i = 0; i < g.t; ++i) {
-          MaskedSoftmaxRow(pm + i * g.s, g.s, [&](int64_t j) {
-            return (pad == nullptr || !pad[j]) && (!causal || j <= i);
-          });
+          blind[bh * g.t + i] = MaskScoresRow(pm + i * g.s, i, g.s, pad, causal);
         }
-        const float* weights = pm;
+      }
+    });
+    torch::Tensor probs = torch::softmax(scores, -1);
+    float* pp = probs.data_ptr<float>();
+    for (size_t row = 0; row < blind.size(); ++row) {  // softmax gave NaN there.
+      if (blind[row]) std::fill(pp + row * g.s, pp + (row + 1) * g.s, 0.0f);
+    }
+    at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> dropped(drop ? g.t * g.s : 0);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / g.heads, h = bh % g.heads;
+        const float* vm = kvp + b * g.kv_batch + g.v_col + h * g.head_dim;
+        const float* weights = pp + bh * g.t * g.s;
         if (drop) {
-          ApplyKeepMask(dropped.data(), pm, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
+          ApplyKeepMask(dropped.data(), weights, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
           weights = dropped.data();
         }
         Gemm(false, false, g.t, g.head_dim, g.s, 1.0f, weights, g.s, vm, g.kv_row, 0.0f,
@@ -152,6 +173,7 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
     float* dkvp = dkv.data_ptr<float>();
     at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
       std::vector<float> dscores(g.t * g.s);
+      std::vector<float> transposed(g.t * g.s);
       std::vector<float> dropped(kp != nullptr ? g.t * g.s : 0);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / g.heads, h = bh % g.heads;
@@ -169,8 +191,9 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
         // d(weights) = dO v^T; dv = weights^T dO.
         Gemm(false, true, g.t, g.s, g.head_dim, 1.0f, gom, g.d, kvp + v_off, g.kv_row, 0.0f, ds,
              g.s);
-        Gemm(true, false, g.s, g.head_dim, g.t, 1.0f, weights, g.s, gom, g.d, 0.0f, dkvp + v_off,
-             g.kv_row);
+        Transpose(weights, g.t, g.s, transposed.data());
+        Gemm(false, false, g.s, g.head_dim, g.t, 1.0f, transposed.data(), g.t, gom, g.d, 0.0f,
+             dkvp + v_off, g.kv_row);
         if (kp != nullptr) {
           ApplyKeepMask(ds, ds, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
         }
@@ -184,8 +207,9 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
         // dq = scale * dS k; dk = scale * dS^T q.
         Gemm(false, false, g.t, g.head_dim, g.s, scale, ds, g.s, kvp + k_off, g.kv_row, 0.0f,
              dqp + q_off, g.q_row);
-        Gemm(true, false, g.s, g.head_dim, g.t, scale, ds, g.s, qp + q_off, g.q_row, 0.0f,
-             dkvp + k_off, g.kv_row);
+        Transpose(ds, g.t, g.s, transposed.data());
+        Gemm(false, false, g.s, g.head_dim, g.t, scale, transposed.data(), g.t, qp + q_off, g.q_row,
+             0.0f, dkvp + k_off, g.kv_row);
       }
     });
     variable_list grads(9);  // One per forward argument.

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -134,10 +135,12 @@ class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayer
     });
     // Weight and bias gradients: column sums over the rows, in row order (deterministic for
     // any thread count).
-    torch::Tensor dweight = torch::zeros({dim}, xhat.options());
-    torch::Tensor dbias = torch::zeros({dim}, xhat.options());
+    torch::Tensor dweight = torch::empty({dim}, xhat.options());
+    torch::Tensor dbias = torch::empty({dim}, xhat.options());
     float* dwp = dweight.data_ptr<float>();
     float* dbiasp = dbias.data_ptr<float>();
+    std::fill(dwp, dwp + dim, 0.0f);
+    std::fill(dbiasp, dbiasp + dim, 0.0f);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t o = r * dim;
       for (int64_t j = 0; j < dim; ++j) {
