@@ -72,146 +72,178 @@ void Transpose(const float* a, int64_t rows, int64_t cols, float* out) {
   }
 }
 
+}  // namespace
+
+AttentionCoreState AttentionCoreForward(const torch::Tensor& q, const torch::Tensor& kv,
+                                        int64_t heads, const torch::Tensor& padding_in,
+                                        bool causal, double scaling, double dropout,
+                                        bool training) {
+  const bool shared = q.is_same(kv);
+  const Geometry g = GeometryOf(q, kv, heads, shared);
+  const bool drop = training && dropout > 0.0;
+  const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - dropout)) : 1.0f;
+
+  torch::Tensor scores = torch::empty({g.batch, g.heads, g.t, g.s}, q.options());
+  // Autograd saves no undefined tensors: "no dropout" is an empty mask.
+  torch::Tensor keep = torch::empty({0}, q.options().dtype(torch::kUInt8));
+  if (drop) {
+    keep = torch::empty(scores.sizes(), q.options().dtype(torch::kUInt8));
+    FillDropoutKeepMask(keep.data_ptr<uint8_t>(), keep.numel(), dropout);
+  }
+  torch::Tensor padding;  // padding_in has no elements when there is no mask.
+  if (padding_in.numel() > 0) padding = padding_in.to(torch::kBool).contiguous();
+  torch::Tensor out = torch::empty({g.batch, g.t, g.d}, q.options());
+
+  const float* qp = q.data_ptr<float>();
+  const float* kvp = kv.data_ptr<float>();
+  const bool* padp = padding.defined() ? padding.data_ptr<bool>() : nullptr;
+  const uint8_t* kp = drop ? keep.data_ptr<uint8_t>() : nullptr;
+  float* sp = scores.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const float scale = static_cast<float>(scaling);
+  // Scores and masks per (batch, head); then one softmax over all rows, ATen's vectorised
+  // kernel (exp per element in a scalar loop was 3 % of a d=64 step); then the products with v.
+  std::vector<uint8_t> blind(g.batch * g.heads * g.t, 0);  // Rows that see no key.
+  at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / g.heads, h = bh % g.heads;
+      const float* qm = qp + b * g.q_batch + g.q_col + h * g.head_dim;
+      const float* km = kvp + b * g.kv_batch + g.k_col + h * g.head_dim;
+      float* pm = sp + bh * g.t * g.s;
+      Gemm(false, true, g.t, g.s, g.head_dim, scale, qm, g.q_row, km, g.kv_row, 0.0f, pm, g.s);
+      const bool* pad = padp == nullptr ? nullptr : padp + b * g.s;
+      if (pad == nullptr && !causal) continue;
+      for (int64_t i = 0; i < g.t; ++i) {
+        blind[bh * g.t + i] = MaskScoresRow(pm + i * g.s, i, g.s, pad, causal);
+      }
+    }
+  });
+  torch::Tensor probs = torch::softmax(scores, -1);
+  float* pp = probs.data_ptr<float>();
+  for (size_t row = 0; row < blind.size(); ++row) {  // softmax gave NaN there.
+    if (blind[row]) std::fill(pp + row * g.s, pp + (row + 1) * g.s, 0.0f);
+  }
+  at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> dropped(drop ? g.t * g.s : 0);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / g.heads, h = bh % g.heads;
+      const float* vm = kvp + b * g.kv_batch + g.v_col + h * g.head_dim;
+      const float* weights = pp + bh * g.t * g.s;
+      if (drop) {
+        ApplyKeepMask(dropped.data(), weights, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
+        weights = dropped.data();
+      }
+      Gemm(false, false, g.t, g.head_dim, g.s, 1.0f, weights, g.s, vm, g.kv_row, 0.0f,
+           op + b * g.t * g.d + h * g.head_dim, g.d);
+    }
+  });
+  AttentionCoreState state;
+  state.out = out;
+  state.probs = probs;
+  state.keep = keep;
+  state.keep_scale = keep_scale;
+  return state;
+}
+
+std::pair<torch::Tensor, torch::Tensor> AttentionCoreBackward(
+    const torch::Tensor& q, const torch::Tensor& kv, int64_t heads, double scaling,
+    const AttentionCoreState& state, const torch::Tensor& dout_in) {
+  const bool shared = q.is_same(kv);
+  const torch::Tensor& probs = state.probs;
+  const torch::Tensor& keep = state.keep;
+  const float keep_scale = state.keep_scale;
+  const torch::Tensor dout = dout_in.contiguous();
+  const Geometry g = GeometryOf(q, kv, heads, shared);
+  const float scale = static_cast<float>(scaling);
+
+  // Every column of q and kv is some head's q, k or v column, so the products below write
+  // all of both gradients.
+  torch::Tensor dq = torch::empty_like(q);
+  torch::Tensor dkv = shared ? dq : torch::empty_like(kv);
+
+  const float* qp = q.data_ptr<float>();
+  const float* kvp = kv.data_ptr<float>();
+  const float* pp = probs.data_ptr<float>();
+  const uint8_t* kp = keep.numel() > 0 ? keep.data_ptr<uint8_t>() : nullptr;
+  const float* gop = dout.data_ptr<float>();
+  float* dqp = dq.data_ptr<float>();
+  float* dkvp = dkv.data_ptr<float>();
+  at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> dscores(g.t * g.s);
+    std::vector<float> transposed(g.t * g.s);
+    std::vector<float> dropped(kp != nullptr ? g.t * g.s : 0);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / g.heads, h = bh % g.heads;
+      const int64_t q_off = b * g.q_batch + g.q_col + h * g.head_dim;
+      const int64_t k_off = b * g.kv_batch + g.k_col + h * g.head_dim;
+      const int64_t v_off = b * g.kv_batch + g.v_col + h * g.head_dim;
+      const float* pm = pp + bh * g.t * g.s;
+      const float* gom = gop + b * g.t * g.d + h * g.head_dim;
+      const float* weights = pm;
+      if (kp != nullptr) {
+        ApplyKeepMask(dropped.data(), pm, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
+        weights = dropped.data();
+      }
+      float* ds = dscores.data();
+      // d(weights) = dO v^T; dv = weights^T dO.
+      Gemm(false, true, g.t, g.s, g.head_dim, 1.0f, gom, g.d, kvp + v_off, g.kv_row, 0.0f, ds,
+           g.s);
+      Transpose(weights, g.t, g.s, transposed.data());
+      Gemm(false, false, g.s, g.head_dim, g.t, 1.0f, transposed.data(), g.t, gom, g.d, 0.0f,
+           dkvp + v_off, g.kv_row);
+      if (kp != nullptr) {
+        ApplyKeepMask(ds, ds, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
+      }
+      // Softmax backward: dS = P * (dP - rowsum(P * dP)).
+      for (int64_t i = 0; i < g.t; ++i) {
+        const float* p_row = pm + i * g.s;
+        float* d_row = ds + i * g.s;
+        const float dot = RowDot(p_row, d_row, g.s);
+        for (int64_t j = 0; j < g.s; ++j) d_row[j] = p_row[j] * (d_row[j] - dot);
+      }
+      // dq = scale * dS k; dk = scale * dS^T q.
+      Gemm(false, false, g.t, g.head_dim, g.s, scale, ds, g.s, kvp + k_off, g.kv_row, 0.0f,
+           dqp + q_off, g.q_row);
+      Transpose(ds, g.t, g.s, transposed.data());
+      Gemm(false, false, g.s, g.head_dim, g.t, scale, transposed.data(), g.t, qp + q_off, g.q_row,
+           0.0f, dkvp + k_off, g.kv_row);
+    }
+  });
+  return {dq, dkv};
+}
+
+namespace {
+
 class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunction> {
  public:
-  // `shared`: q and kv are the same tensor (self-attention); its gradient is returned once.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in,
                                const torch::Tensor& kv_in, bool shared, int64_t heads,
-                               const torch::Tensor& padding_in, bool causal, double scaling,
+                               const torch::Tensor& padding, bool causal, double scaling,
                                double dropout, bool training) {
     const torch::Tensor q = q_in.contiguous();
     const torch::Tensor kv = shared ? q : kv_in.contiguous();
-    const Geometry g = GeometryOf(q, kv, heads, shared);
-    const bool drop = training && dropout > 0.0;
-    const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - dropout)) : 1.0f;
-
-    torch::Tensor scores = torch::empty({g.batch, g.heads, g.t, g.s}, q.options());
-    // Autograd saves no undefined tensors: "no dropout" is an empty mask.
-    torch::Tensor keep = torch::empty({0}, q.options().dtype(torch::kUInt8));
-    if (drop) {
-      keep = torch::empty(scores.sizes(), q.options().dtype(torch::kUInt8));
-      FillDropoutKeepMask(keep.data_ptr<uint8_t>(), keep.numel(), dropout);
-    }
-    torch::Tensor padding;  // padding_in has no elements when there is no mask.
-    if (padding_in.numel() > 0) padding = padding_in.to(torch::kBool).contiguous();
-    torch::Tensor out = torch::empty({g.batch, g.t, g.d}, q.options());
-
-    const float* qp = q.data_ptr<float>();
-    const float* kvp = kv.data_ptr<float>();
-    const bool* padp = padding.defined() ? padding.data_ptr<bool>() : nullptr;
-    const uint8_t* kp = drop ? keep.data_ptr<uint8_t>() : nullptr;
-    float* sp = scores.data_ptr<float>();
-    float* op = out.data_ptr<float>();
-    const float scale = static_cast<float>(scaling);
-    // Scores and masks per (batch, head); then one softmax over all rows, ATen's vectorised
-    // kernel (exp per element in a scalar loop was 3 % of a d=64 step); then the products with v.
-    std::vector<uint8_t> blind(g.batch * g.heads * g.t, 0);  // Rows that see no key.
-    at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / g.heads, h = bh % g.heads;
-        const float* qm = qp + b * g.q_batch + g.q_col + h * g.head_dim;
-        const float* km = kvp + b * g.kv_batch + g.k_col + h * g.head_dim;
-        float* pm = sp + bh * g.t * g.s;
-        Gemm(false, true, g.t, g.s, g.head_dim, scale, qm, g.q_row, km, g.kv_row, 0.0f, pm, g.s);
-        const bool* pad = padp == nullptr ? nullptr : padp + b * g.s;
-        if (pad == nullptr && !causal) continue;
-        for (int64_t i = 0; i < g.t; ++i) {
-          blind[bh * g.t + i] = MaskScoresRow(pm + i * g.s, i, g.s, pad, causal);
-        }
-      }
-    });
-    torch::Tensor probs = torch::softmax(scores, -1);
-    float* pp = probs.data_ptr<float>();
-    for (size_t row = 0; row < blind.size(); ++row) {  // softmax gave NaN there.
-      if (blind[row]) std::fill(pp + row * g.s, pp + (row + 1) * g.s, 0.0f);
-    }
-    at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> dropped(drop ? g.t * g.s : 0);
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / g.heads, h = bh % g.heads;
-        const float* vm = kvp + b * g.kv_batch + g.v_col + h * g.head_dim;
-        const float* weights = pp + bh * g.t * g.s;
-        if (drop) {
-          ApplyKeepMask(dropped.data(), weights, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
-          weights = dropped.data();
-        }
-        Gemm(false, false, g.t, g.head_dim, g.s, 1.0f, weights, g.s, vm, g.kv_row, 0.0f,
-             op + b * g.t * g.d + h * g.head_dim, g.d);
-      }
-    });
-    ctx->save_for_backward({q, kv, probs, keep});
+    AttentionCoreState state =
+        AttentionCoreForward(q, kv, heads, padding, causal, scaling, dropout, training);
+    ctx->save_for_backward({q, kv, state.probs, state.keep});
     ctx->saved_data["shared"] = shared;
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["scaling"] = scaling;
-    ctx->saved_data["keep_scale"] = static_cast<double>(keep_scale);
-    return out;
+    ctx->saved_data["keep_scale"] = static_cast<double>(state.keep_scale);
+    return state.out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor& q = saved[0];
-    const torch::Tensor& kv = saved[1];
-    const torch::Tensor& probs = saved[2];
-    const torch::Tensor& keep = saved[3];
+    AttentionCoreState state;
+    state.probs = saved[2];
+    state.keep = saved[3];
+    state.keep_scale = static_cast<float>(ctx->saved_data["keep_scale"].toDouble());
+    // Unpacked saved tensors need not be the same objects: pass q twice for self-attention.
     const bool shared = ctx->saved_data["shared"].toBool();
-    const Geometry g = GeometryOf(q, kv, ctx->saved_data["heads"].toInt(), shared);
-    const float scale = static_cast<float>(ctx->saved_data["scaling"].toDouble());
-    const float keep_scale = static_cast<float>(ctx->saved_data["keep_scale"].toDouble());
-    const torch::Tensor dout = grad_outputs[0].contiguous();
-
-    // Every column of q and kv is some head's q, k or v column, so the products below write
-    // all of both gradients.
-    torch::Tensor dq = torch::empty_like(q);
-    torch::Tensor dkv = shared ? dq : torch::empty_like(kv);
-
-    const float* qp = q.data_ptr<float>();
-    const float* kvp = kv.data_ptr<float>();
-    const float* pp = probs.data_ptr<float>();
-    const uint8_t* kp = keep.numel() > 0 ? keep.data_ptr<uint8_t>() : nullptr;
-    const float* gop = dout.data_ptr<float>();
-    float* dqp = dq.data_ptr<float>();
-    float* dkvp = dkv.data_ptr<float>();
-    at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> dscores(g.t * g.s);
-      std::vector<float> transposed(g.t * g.s);
-      std::vector<float> dropped(kp != nullptr ? g.t * g.s : 0);
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / g.heads, h = bh % g.heads;
-        const int64_t q_off = b * g.q_batch + g.q_col + h * g.head_dim;
-        const int64_t k_off = b * g.kv_batch + g.k_col + h * g.head_dim;
-        const int64_t v_off = b * g.kv_batch + g.v_col + h * g.head_dim;
-        const float* pm = pp + bh * g.t * g.s;
-        const float* gom = gop + b * g.t * g.d + h * g.head_dim;
-        const float* weights = pm;
-        if (kp != nullptr) {
-          ApplyKeepMask(dropped.data(), pm, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
-          weights = dropped.data();
-        }
-        float* ds = dscores.data();
-        // d(weights) = dO v^T; dv = weights^T dO.
-        Gemm(false, true, g.t, g.s, g.head_dim, 1.0f, gom, g.d, kvp + v_off, g.kv_row, 0.0f, ds,
-             g.s);
-        Transpose(weights, g.t, g.s, transposed.data());
-        Gemm(false, false, g.s, g.head_dim, g.t, 1.0f, transposed.data(), g.t, gom, g.d, 0.0f,
-             dkvp + v_off, g.kv_row);
-        if (kp != nullptr) {
-          ApplyKeepMask(ds, ds, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
-        }
-        // Softmax backward: dS = P * (dP - rowsum(P * dP)).
-        for (int64_t i = 0; i < g.t; ++i) {
-          const float* p_row = pm + i * g.s;
-          float* d_row = ds + i * g.s;
-          const float dot = RowDot(p_row, d_row, g.s);
-          for (int64_t j = 0; j < g.s; ++j) d_row[j] = p_row[j] * (d_row[j] - dot);
-        }
-        // dq = scale * dS k; dk = scale * dS^T q.
-        Gemm(false, false, g.t, g.head_dim, g.s, scale, ds, g.s, kvp + k_off, g.kv_row, 0.0f,
-             dqp + q_off, g.q_row);
-        Transpose(ds, g.t, g.s, transposed.data());
-        Gemm(false, false, g.s, g.head_dim, g.t, scale, transposed.data(), g.t, qp + q_off, g.q_row,
-             0.0f, dkvp + k_off, g.kv_row);
-      }
-    });
+    auto [dq, dkv] = AttentionCoreBackward(saved[0], shared ? saved[0] : saved[1],
+                                           ctx->saved_data["heads"].toInt(),
+                                           ctx->saved_data["scaling"].toDouble(), state,
+                                           grad_outputs[0]);
     variable_list grads(9);  // One per forward argument.
     grads[0] = dq;
     if (!shared) grads[1] = dkv;

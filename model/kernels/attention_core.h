@@ -2,6 +2,8 @@
 
 #include <torch/types.h>
 
+#include <utility>
+
 namespace deepnet::model::kernels {
 
 /// Scaled dot-product attention over heads as one autograd op: for every (batch, head),
@@ -20,5 +22,22 @@ namespace deepnet::model::kernels {
 torch::Tensor AttentionCore(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads,
                             const torch::Tensor& key_padding_mask, bool causal, double scaling,
                             double dropout, bool training);
+
+/// The passes behind AttentionCore, for fused ops that contain one (sublayer_blocks.h). No
+/// autograd: q and kv contiguous, with the layouts above (`q.is_same(kv)` selects
+/// self-attention); padding has no elements when there is no mask.
+struct AttentionCoreState {
+  torch::Tensor out;    // [B, T, D]
+  torch::Tensor probs;  // [B, H, T, S] softmax before dropout
+  torch::Tensor keep;   // [B, H, T, S] uint8 dropout mask, or no elements
+  float keep_scale = 1.0f;
+};
+AttentionCoreState AttentionCoreForward(const torch::Tensor& q, const torch::Tensor& kv,
+                                        int64_t heads, const torch::Tensor& padding, bool causal,
+                                        double scaling, double dropout, bool training);
+/// Gradients of q and kv (the same tensor for self-attention) from the output's gradient.
+std::pair<torch::Tensor, torch::Tensor> AttentionCoreBackward(
+    const torch::Tensor& q, const torch::Tensor& kv, int64_t heads, double scaling,
+    const AttentionCoreState& state, const torch::Tensor& dout);
 
 }  // namespace deepnet::model::kernels

@@ -28,126 +28,161 @@ RowSizes SizesOf(const torch::Tensor& x) {
   return {dim == 0 ? 0 : x.numel() / dim, dim};
 }
 
+}  // namespace
+
+ResidualLayerNormState ResidualLayerNormForward(const torch::Tensor& x_in,
+                                                const torch::Tensor& branch_in,
+                                                const torch::Tensor& weight_in,
+                                                const torch::Tensor& bias_in, double alpha,
+                                                double dropout, double eps, bool training) {
+  const torch::Tensor x = x_in.contiguous();
+  const torch::Tensor branch = branch_in.contiguous();
+  const torch::Tensor weight = weight_in.contiguous();
+  const torch::Tensor bias = bias_in.contiguous();
+  const auto [rows, dim] = SizesOf(x);
+  const bool drop = training && dropout > 0.0;
+  const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - dropout)) : 1.0f;
+
+  torch::Tensor keep = torch::empty({0}, x.options().dtype(torch::kUInt8));  // No dropout.
+  if (drop) {
+    keep = torch::empty(x.sizes(), x.options().dtype(torch::kUInt8));
+    FillDropoutKeepMask(keep.data_ptr<uint8_t>(), keep.numel(), dropout);
+  }
+  torch::Tensor y = torch::empty_like(x);
+  torch::Tensor xhat = torch::empty_like(x);
+  torch::Tensor rstd = torch::empty({rows}, x.options());
+
+  const float* xp = x.data_ptr<float>();
+  const float* bp = branch.data_ptr<float>();
+  const float* wp = weight.data_ptr<float>();
+  const float* biasp = bias.data_ptr<float>();
+  const uint8_t* kp = drop ? keep.data_ptr<uint8_t>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  float* hp = xhat.data_ptr<float>();
+  float* rp = rstd.data_ptr<float>();
+  const float a = static_cast<float>(alpha);
+  at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t o = r * dim;
+      float* h = hp + o;
+      const float* xr = xp + o;
+      const float* br = bp + o;
+      if (kp != nullptr) {
+        const uint8_t* kr = kp + o;
+        for (int64_t j = 0; j < dim; ++j) {
+          h[j] = a * xr[j] + br[j] * (static_cast<float>(kr[j]) * keep_scale);
+        }
+      } else {
+        for (int64_t j = 0; j < dim; ++j) h[j] = a * xr[j] + br[j];
+      }
+      const float mean = RowSum(h, dim) / static_cast<float>(dim);
+      const float var = RowCenteredSquares(h, mean, dim) / static_cast<float>(dim);
+      const float inv = 1.0f / std::sqrt(var + static_cast<float>(eps));
+      rp[r] = inv;
+      float* yr = yp + o;
+      for (int64_t j = 0; j < dim; ++j) {
+        h[j] = (h[j] - mean) * inv;
+        yr[j] = h[j] * wp[j] + biasp[j];
+      }
+    }
+  });
+  ResidualLayerNormState state;
+  state.y = y;
+  state.xhat = xhat;
+  state.rstd = rstd;
+  state.keep = keep;
+  state.keep_scale = keep_scale;
+  return state;
+}
+
+void ResidualLayerNormBackward(const ResidualLayerNormState& state, const torch::Tensor& weight_in,
+                               double alpha, const torch::Tensor& dy_in, bool accumulate_dx,
+                               torch::Tensor& dx, torch::Tensor& dbranch, torch::Tensor& dweight,
+                               torch::Tensor& dbias) {
+  const float a = static_cast<float>(alpha);
+  const float keep_scale = state.keep_scale;
+  const torch::Tensor& xhat = state.xhat;
+  const torch::Tensor& rstd = state.rstd;
+  const torch::Tensor& keep = state.keep;
+  const torch::Tensor weight = weight_in.contiguous();
+  const torch::Tensor dy = dy_in.contiguous();
+  const auto [rows, dim] = SizesOf(xhat);
+
+  if (!accumulate_dx) dx = torch::empty_like(xhat);
+  dbranch = torch::empty_like(xhat);
+  const float* gp = dy.data_ptr<float>();
+  const float* hp = xhat.data_ptr<float>();
+  const float* rp = rstd.data_ptr<float>();
+  const float* wp = weight.data_ptr<float>();
+  const uint8_t* kp = keep.numel() > 0 ? keep.data_ptr<uint8_t>() : nullptr;
+  float* dxp = dx.data_ptr<float>();
+  float* dbp = dbranch.data_ptr<float>();
+  at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
+    std::vector<float> gw(dim);  // dy * weight for one row.
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t o = r * dim;
+      const float* gr = gp + o;
+      const float* hr = hp + o;
+      for (int64_t j = 0; j < dim; ++j) gw[j] = gr[j] * wp[j];
+      const float mean_g = RowSum(gw.data(), dim) / static_cast<float>(dim);
+      const float mean_gh = RowDot(gw.data(), hr, dim) / static_cast<float>(dim);
+      const float inv = rp[r];
+      float* dxr = dxp + o;
+      float* dbr = dbp + o;
+      for (int64_t j = 0; j < dim; ++j) {
+        const float dh = inv * (gw[j] - mean_g - hr[j] * mean_gh);
+        dxr[j] = accumulate_dx ? dxr[j] + a * dh : a * dh;
+        dbr[j] = dh;
+      }
+      if (kp != nullptr) {
+        ApplyKeepMask(dbr, dbr, kp + o, keep_scale, dim);
+      }
+    }
+  });
+  // Weight and bias gradients: column sums over the rows, in row order (deterministic for
+  // any thread count).
+  dweight = torch::empty({dim}, xhat.options());
+  dbias = torch::empty({dim}, xhat.options());
+  float* dwp = dweight.data_ptr<float>();
+  float* dbiasp = dbias.data_ptr<float>();
+  std::fill(dwp, dwp + dim, 0.0f);
+  std::fill(dbiasp, dbiasp + dim, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t o = r * dim;
+    for (int64_t j = 0; j < dim; ++j) {
+      dwp[j] += gp[o + j] * hp[o + j];
+      dbiasp[j] += gp[o + j];
+    }
+  }
+}
+
+namespace {
+
 class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayerNormFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in,
-                               const torch::Tensor& branch_in, const torch::Tensor& weight_in,
-                               const torch::Tensor& bias_in, double alpha, double dropout,
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& branch, const torch::Tensor& weight,
+                               const torch::Tensor& bias, double alpha, double dropout,
                                double eps, bool training) {
-    const torch::Tensor x = x_in.contiguous();
-    const torch::Tensor branch = branch_in.contiguous();
-    const torch::Tensor weight = weight_in.contiguous();
-    const torch::Tensor bias = bias_in.contiguous();
-    const auto [rows, dim] = SizesOf(x);
-    const bool drop = training && dropout > 0.0;
-    const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - dropout)) : 1.0f;
-
-    torch::Tensor keep = torch::empty({0}, x.options().dtype(torch::kUInt8));  // No dropout.
-    if (drop) {
-      keep = torch::empty(x.sizes(), x.options().dtype(torch::kUInt8));
-      FillDropoutKeepMask(keep.data_ptr<uint8_t>(), keep.numel(), dropout);
-    }
-    torch::Tensor y = torch::empty_like(x);
-    torch::Tensor xhat = torch::empty_like(x);
-    torch::Tensor rstd = torch::empty({rows}, x.options());
-
-    const float* xp = x.data_ptr<float>();
-    const float* bp = branch.data_ptr<float>();
-    const float* wp = weight.data_ptr<float>();
-    const float* biasp = bias.data_ptr<float>();
-    const uint8_t* kp = drop ? keep.data_ptr<uint8_t>() : nullptr;
-    float* yp = y.data_ptr<float>();
-    float* hp = xhat.data_ptr<float>();
-    float* rp = rstd.data_ptr<float>();
-    const float a = static_cast<float>(alpha);
-    at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t o = r * dim;
-        float* h = hp + o;
-        const float* xr = xp + o;
-        const float* br = bp + o;
-        if (kp != nullptr) {
-          const uint8_t* kr = kp + o;
-          for (int64_t j = 0; j < dim; ++j) {
-            h[j] = a * xr[j] + br[j] * (static_cast<float>(kr[j]) * keep_scale);
-          }
-        } else {
-          for (int64_t j = 0; j < dim; ++j) h[j] = a * xr[j] + br[j];
-        }
-        const float mean = RowSum(h, dim) / static_cast<float>(dim);
-        const float var = RowCenteredSquares(h, mean, dim) / static_cast<float>(dim);
-        const float inv = 1.0f / std::sqrt(var + static_cast<float>(eps));
-        rp[r] = inv;
-        float* yr = yp + o;
-        for (int64_t j = 0; j < dim; ++j) {
-          h[j] = (h[j] - mean) * inv;
-          yr[j] = h[j] * wp[j] + biasp[j];
-        }
-      }
-    });
-    ctx->save_for_backward({xhat, rstd, weight, keep});
+    ResidualLayerNormState state =
+        ResidualLayerNormForward(x, branch, weight, bias, alpha, dropout, eps, training);
+    ctx->save_for_backward({state.xhat, state.rstd, weight, state.keep});
     ctx->saved_data["alpha"] = alpha;
-    ctx->saved_data["keep_scale"] = static_cast<double>(keep_scale);
-    return y;
+    ctx->saved_data["keep_scale"] = static_cast<double>(state.keep_scale);
+    return state.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor& xhat = saved[0];
-    const torch::Tensor& rstd = saved[1];
-    const torch::Tensor& weight = saved[2];
-    const torch::Tensor& keep = saved[3];
-    const float a = static_cast<float>(ctx->saved_data["alpha"].toDouble());
-    const float keep_scale = static_cast<float>(ctx->saved_data["keep_scale"].toDouble());
-    const torch::Tensor dy = grad_outputs[0].contiguous();
-    const auto [rows, dim] = SizesOf(xhat);
-
-    torch::Tensor dx = torch::empty_like(xhat);
-    torch::Tensor dbranch = torch::empty_like(xhat);
-    const float* gp = dy.data_ptr<float>();
-    const float* hp = xhat.data_ptr<float>();
-    const float* rp = rstd.data_ptr<float>();
-    const float* wp = weight.data_ptr<float>();
-    const uint8_t* kp = keep.numel() > 0 ? keep.data_ptr<uint8_t>() : nullptr;
-    float* dxp = dx.data_ptr<float>();
-    float* dbp = dbranch.data_ptr<float>();
-    at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
-      std::vector<float> gw(dim);  // dy * weight for one row.
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t o = r * dim;
-        const float* gr = gp + o;
-        const float* hr = hp + o;
-        for (int64_t j = 0; j < dim; ++j) gw[j] = gr[j] * wp[j];
-        const float mean_g = RowSum(gw.data(), dim) / static_cast<float>(dim);
-        const float mean_gh = RowDot(gw.data(), hr, dim) / static_cast<float>(dim);
-        const float inv = rp[r];
-        float* dxr = dxp + o;
-        float* dbr = dbp + o;
-        for (int64_t j = 0; j < dim; ++j) {
-          const float dh = inv * (gw[j] - mean_g - hr[j] * mean_gh);
-          dxr[j] = a * dh;
-          dbr[j] = dh;
-        }
-        if (kp != nullptr) {
-          ApplyKeepMask(dbr, dbr, kp + o, keep_scale, dim);
-        }
-      }
-    });
-    // Weight and bias gradients: column sums over the rows, in row order (deterministic for
-    // any thread count).
-    torch::Tensor dweight = torch::empty({dim}, xhat.options());
-    torch::Tensor dbias = torch::empty({dim}, xhat.options());
-    float* dwp = dweight.data_ptr<float>();
-    float* dbiasp = dbias.data_ptr<float>();
-    std::fill(dwp, dwp + dim, 0.0f);
-    std::fill(dbiasp, dbiasp + dim, 0.0f);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t o = r * dim;
-      for (int64_t j = 0; j < dim; ++j) {
-        dwp[j] += gp[o + j] * hp[o + j];
-        dbiasp[j] += gp[o + j];
-      }
-    }
+    ResidualLayerNormState state;
+    state.xhat = saved[0];
+    state.rstd = saved[1];
+    state.keep = saved[3];
+    state.keep_scale = static_cast<float>(ctx->saved_data["keep_scale"].toDouble());
+    torch::Tensor dx, dbranch, dweight, dbias;
+    ResidualLayerNormBackward(state, saved[2], ctx->saved_data["alpha"].toDouble(),
+                              grad_outputs[0], /*accumulate_dx=*/false, dx, dbranch, dweight,
+                              dbias);
     return {dx, dbranch, dweight, dbias, torch::Tensor(), torch::Tensor(), torch::Tensor(),
             torch::Tensor()};
   }

@@ -15,4 +15,25 @@ torch::Tensor ResidualLayerNorm(const torch::Tensor& x, const torch::Tensor& bra
                                 const torch::Tensor& weight, const torch::Tensor& bias,
                                 double alpha, double dropout, double eps, bool training);
 
+/// The passes behind ResidualLayerNorm, for fused ops that end in one (sublayer_blocks.h); no
+/// autograd. Shapes as above, x and branch contiguous or not.
+struct ResidualLayerNormState {
+  torch::Tensor y;     // output
+  torch::Tensor xhat;  // normalised rows, before weight and bias
+  torch::Tensor rstd;  // [rows] 1 / sqrt(var + eps)
+  torch::Tensor keep;  // uint8 dropout mask of the branch, or no elements
+  float keep_scale = 1.0f;
+};
+ResidualLayerNormState ResidualLayerNormForward(const torch::Tensor& x,
+                                                const torch::Tensor& branch,
+                                                const torch::Tensor& weight,
+                                                const torch::Tensor& bias, double alpha,
+                                                double dropout, double eps, bool training);
+/// Gradients from dy: dx = alpha * d(input of the norm) (added into an existing dx of x's shape
+/// with `accumulate_dx`), dbranch, dweight, dbias (all allocated here but dx when accumulating).
+void ResidualLayerNormBackward(const ResidualLayerNormState& state, const torch::Tensor& weight,
+                               double alpha, const torch::Tensor& dy, bool accumulate_dx,
+                               torch::Tensor& dx, torch::Tensor& dbranch, torch::Tensor& dweight,
+                               torch::Tensor& dbias);
+
 }  // namespace deepnet::model::kernels
