@@ -46,7 +46,33 @@ void RegisterFeedForward(M& m, const TransformerLayerOptions& o) {
   }
 }
 
+kernels::AttentionBlockWeights BlockWeights(const MultiheadAttention& attn,
+                                            const torch::nn::LayerNorm& norm) {
+  return {attn->q_proj->weight,   attn->q_proj->bias, attn->k_proj->weight, attn->k_proj->bias,
+          attn->v_proj->weight,   attn->v_proj->bias, attn->out_proj->weight,
+          attn->out_proj->bias,   norm->weight,       norm->bias};
+}
+
 }  // namespace
+
+bool TransformerLayerBase::UseFusedBlocks(const torch::Tensor& x) const {
+  return kernels::UseFusedKernels(x) && !layer_options_.pre_norm() &&
+         !layer_options_.sub_layer_norm();
+}
+
+kernels::BlockOptions TransformerLayerBase::BlockOptionsFor(double attention_dropout,
+                                                            bool training) const {
+  const auto& o = layer_options_;
+  kernels::BlockOptions b;
+  b.alpha = o.residual_alpha();
+  b.dropout = o.dropout();
+  b.activation_dropout = o.activation_dropout();
+  b.attention_dropout = attention_dropout;
+  b.eps = o.layer_norm_eps();
+  b.gelu = o.activation() == Activation::kGelu;
+  b.training = training;
+  return b;
+}
 
 TransformerLayerOptions LayerOptionsFor(const DeepNetConfig& c, double residual_alpha,
                                         bool cross_attention) {
@@ -108,6 +134,14 @@ void EncoderLayerImpl::reset() {
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& padding_mask) {
   const bool train = is_training();
+  if (UseFusedBlocks(x)) {
+    const kernels::BlockOptions b = BlockOptionsFor(options.attention_dropout(), train);
+    torch::Tensor h =
+        kernels::AttentionBlock(x, x, BlockWeights(self_attn, self_attn_layer_norm),
+                                options.heads(), padding_mask, /*causal=*/false, b);
+    return kernels::FeedForwardBlock(h, fc1->weight, fc1->bias, fc2->weight, fc2->bias,
+                                     final_layer_norm->weight, final_layer_norm->bias, b);
+  }
   torch::Tensor h = Residual(
       x, self_attn_layer_norm,
       [&](const torch::Tensor& in) { return self_attn(in, in, padding_mask, false); }, train);
@@ -142,6 +176,20 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
                                         const torch::Tensor& encoder_padding_mask,
                                         DecoderLayerCache* cache) {
   const bool train = is_training();
+  if (cache == nullptr && UseFusedBlocks(x)) {
+    const kernels::BlockOptions b = BlockOptionsFor(options.attention_dropout(), train);
+    torch::Tensor h =
+        kernels::AttentionBlock(x, x, BlockWeights(self_attn, self_attn_layer_norm),
+                                options.heads(), torch::Tensor(), /*causal=*/true, b);
+    if (encoder_attn) {
+      TORCH_CHECK(encoder_out.defined(), "decoder layer with cross-attention needs encoder_out");
+      h = kernels::AttentionBlock(h, encoder_out,
+                                  BlockWeights(encoder_attn, encoder_attn_layer_norm),
+                                  options.heads(), encoder_padding_mask, /*causal=*/false, b);
+    }
+    return kernels::FeedForwardBlock(h, fc1->weight, fc1->bias, fc2->weight, fc2->bias,
+                                     final_layer_norm->weight, final_layer_norm->bias, b);
+  }
   torch::Tensor h = Residual(
       x, self_attn_layer_norm,
       [&](const torch::Tensor& in) {

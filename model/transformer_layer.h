@@ -7,6 +7,7 @@
 
 #include "model/attention.h"
 #include "model/deepnet_config.h"
+#include "model/kernels/sublayer_blocks.h"
 
 namespace deepnet::model {
 
@@ -45,6 +46,10 @@ class TransformerLayerBase {
                          bool training) const;
   torch::Tensor FeedForward(const torch::Tensor& x, torch::nn::Linear& fc1, torch::nn::Linear& fc2,
                             torch::nn::LayerNorm& ffn_layernorm, bool training) const;
+  // Post-LN / DeepNorm sub-layers on float32 CPU tensors run as fused blocks
+  // (model/kernels/sublayer_blocks.h), one autograd op each.
+  bool UseFusedBlocks(const torch::Tensor& x) const;
+  kernels::BlockOptions BlockOptionsFor(double attention_dropout, bool training) const;
   explicit TransformerLayerBase(const TransformerLayerOptions& o) : layer_options_(o) {}
   TransformerLayerOptions layer_options_;
 };
