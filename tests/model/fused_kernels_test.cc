@@ -15,6 +15,7 @@
 #include "model/kernels/fused_kernels.h"
 #include "model/kernels/gemm.h"
 #include "model/kernels/residual_layer_norm.h"
+#include "model/kernels/sublayer_blocks.h"
 
 namespace deepnet::model::kernels {
 namespace {
@@ -260,11 +261,132 @@ TEST_F(FusedKernelsTest, KernelsRejectWrongShapesNamingTheInput) {
                c10::Error);
 }
 
+std::vector<torch::Tensor> Leaves(std::initializer_list<std::vector<int64_t>> shapes) {
+  std::vector<torch::Tensor> out;
+  for (const auto& shape : shapes) out.push_back((0.5 * torch::randn(shape)).requires_grad_());
+  return out;
+}
+
+std::vector<torch::Tensor> CloneLeaves(const std::vector<torch::Tensor>& leaves) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : leaves) out.push_back(t.detach().clone().requires_grad_());
+  return out;
+}
+
+TEST_F(FusedKernelsTest, FeedForwardBlockMatchesAtenForReluAndGelu) {
+  for (bool gelu : {false, true}) {
+    // x, w1, b1, w2, b2, ln weight, ln bias.
+    std::vector<torch::Tensor> p = Leaves({{2, 5, 8}, {12, 8}, {12}, {8, 12}, {8}, {8}, {8}});
+    std::vector<torch::Tensor> r = CloneLeaves(p);
+    BlockOptions o;
+    o.alpha = 1.3;
+    o.gelu = gelu;
+    o.dropout = 0.2;  // Not training: off.
+    torch::Tensor y = FeedForwardBlock(p[0], p[1], p[2], p[3], p[4], p[5], p[6], o);
+    torch::Tensor hidden = torch::nn::functional::linear(r[0], r[1], r[2]);
+    hidden = gelu ? torch::gelu(hidden) : torch::relu(hidden);
+    torch::Tensor ref = torch::layer_norm(
+        1.3 * r[0] + torch::nn::functional::linear(hidden, r[3], r[4]), {8}, r[5], r[6], 1e-5);
+    const std::string what = gelu ? "gelu" : "relu";
+    ExpectClose(y, ref, 1e-5, what);
+    torch::Tensor up = torch::randn_like(ref);
+    (y * up).sum().backward();
+    (ref * up).sum().backward();
+    for (size_t i = 0; i < p.size(); ++i) {
+      ExpectClose(p[i].grad(), r[i].grad(), 1e-4, what + " gradient " + std::to_string(i));
+    }
+  }
+}
+
+// The attention block against the same arithmetic in ATen ops (projections, attention,
+// output projection, residual LayerNorm), for self- and cross-attention.
+TEST_F(FusedKernelsTest, AttentionBlockMatchesAtenForSelfAndCrossAttention) {
+  const int64_t b = 2, t = 5, s = 6, d = 8, heads = 2;
+  torch::Tensor padding = torch::zeros({b, s}, torch::kBool);
+  padding[1][5] = true;
+  for (bool cross : {false, true}) {
+    // x, memory, q w/b, k w/b, v w/b, out w/b, ln w/b.
+    std::vector<torch::Tensor> p = Leaves({{b, t, d}, {b, s, d}, {d, d}, {d}, {d, d}, {d}, {d, d},
+                                          {d}, {d, d}, {d}, {d}, {d}});
+    std::vector<torch::Tensor> r = CloneLeaves(p);
+    auto weights = [](const std::vector<torch::Tensor>& v) {
+      return AttentionBlockWeights{v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]};
+    };
+    BlockOptions o;
+    o.alpha = 0.8;
+    const torch::Tensor mask = cross ? padding : torch::Tensor();
+    const bool causal = !cross;
+    torch::Tensor y = AttentionBlock(p[0], cross ? p[1] : p[0], weights(p), heads, mask, causal, o);
+    namespace F = torch::nn::functional;
+    const torch::Tensor& mem = cross ? r[1] : r[0];
+    torch::Tensor attn = ReferenceAttention(F::linear(r[0], r[2], r[3]), F::linear(mem, r[4], r[5]),
+                                            F::linear(mem, r[6], r[7]), heads, mask, causal,
+                                            1.0 / std::sqrt(d / heads));
+    torch::Tensor ref =
+        torch::layer_norm(0.8 * r[0] + F::linear(attn, r[8], r[9]), {d}, r[10], r[11], 1e-5);
+    const std::string what = cross ? "cross" : "self";
+    ExpectClose(y, ref, 1e-5, what);
+    torch::Tensor up = torch::randn_like(ref);
+    (y * up).sum().backward();
+    (ref * up).sum().backward();
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (!cross && i == 1) continue;  // memory unused for self-attention
+      ExpectClose(p[i].grad(), r[i].grad(), 1e-4, what + " gradient " + std::to_string(i));
+    }
+  }
+}
+
+// With every dropout on and the generator reset before each call (so the masks repeat), the
+// blocks' gradients match finite differences in a random direction.
+TEST_F(FusedKernelsTest, BlockGradientsWithDropoutMatchFiniteDifferences) {
+  BlockOptions o;
+  o.alpha = 1.2;
+  o.dropout = 0.2;
+  o.activation_dropout = 0.3;
+  o.attention_dropout = 0.25;
+  o.training = true;
+  const int64_t d = 8;
+  std::vector<torch::Tensor> ffn = Leaves({{2, 4, d}, {16, d}, {16}, {d, 16}, {d}, {d}, {d}});
+  std::vector<torch::Tensor> att = Leaves({{2, 4, d}, {2, 6, d}, {d, d}, {d}, {d, d}, {d},
+                                           {d, d}, {d}, {d, d}, {d}, {d}, {d}});
+  torch::Tensor up_ffn = torch::randn({2, 4, d}), up_att = torch::randn({2, 4, d});
+  auto ffn_loss = [&](const std::vector<torch::Tensor>& v) {
+    torch::manual_seed(7);
+    return (FeedForwardBlock(v[0], v[1], v[2], v[3], v[4], v[5], v[6], o) * up_ffn).sum();
+  };
+  auto att_loss = [&](const std::vector<torch::Tensor>& v) {
+    torch::manual_seed(7);
+    AttentionBlockWeights w{v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]};
+    return (AttentionBlock(v[0], v[1], w, 2, torch::Tensor(), false, o) * up_att).sum();
+  };
+  auto check = [](const std::vector<torch::Tensor>& leaves, const auto& loss,
+                  const std::string& what) {
+    loss(leaves).backward();
+    std::vector<torch::Tensor> plus, minus, dirs;
+    double analytic = 0;
+    const double eps = 1e-2;
+    for (const auto& t : leaves) {
+      torch::Tensor dir = torch::randn_like(t);
+      analytic += (t.grad() * dir).sum().item<double>();
+      plus.push_back(t.detach() + eps * dir);
+      minus.push_back(t.detach() - eps * dir);
+    }
+    torch::NoGradGuard no_grad;
+    const torch::Tensor up_value = loss(plus), down_value = loss(minus);
+    const double numeric =
+        (up_value.template item<double>() - down_value.template item<double>()) / (2 * eps);
+    EXPECT_NEAR(analytic, numeric, 3e-2 * std::max(1.0, std::abs(numeric))) << what;
+  };
+  check(ffn, ffn_loss, "feed-forward");
+  check(att, att_loss, "cross-attention");
+}
+
 // Whole models: loss and every parameter gradient with the fused kernels equal the ATen path's
 // (dropout 0, so both compute the same function), for every normalisation variant.
 TEST_F(FusedKernelsTest, ModelsTrainTheSameWithAndWithoutFusedKernels) {
   for (NormVariant norm : {NormVariant::kDeepNorm, NormVariant::kPostLn, NormVariant::kPreLn,
                            NormVariant::kPostLnInit, NormVariant::kDeepNormPreLn}) {
+   for (Activation activation : {Activation::kRelu, Activation::kGelu}) {
     DeepNetConfig config = DeepNetConfig()
                                .encoder_layers(3)
                                .decoder_layers(2)
@@ -274,6 +396,7 @@ TEST_F(FusedKernelsTest, ModelsTrainTheSameWithAndWithoutFusedKernels) {
                                .vocab_size(40)
                                .dropout(0.0)
                                .max_positions(32)
+                               .activation(activation)
                                .norm(norm);
     DeepNet model(config);
     InitializeParameters(*model, 3);
@@ -295,12 +418,14 @@ TEST_F(FusedKernelsTest, ModelsTrainTheSameWithAndWithoutFusedKernels) {
       for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
       grads.push_back(g);
     }
-    const std::string what = "norm " + std::to_string(static_cast<int>(norm));
+    const std::string what = "norm " + std::to_string(static_cast<int>(norm)) + " activation " +
+                             std::to_string(static_cast<int>(activation));
     ExpectClose(logits[0], logits[1], 1e-4, what + " logits");
     const auto names = model->named_parameters().keys();
     for (size_t i = 0; i < grads[0].size(); ++i) {
       ExpectClose(grads[0][i], grads[1][i], 1e-3, what + " " + names[i]);
     }
+   }
   }
 }
 
