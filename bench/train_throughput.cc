@@ -37,6 +37,8 @@
 
 #include "model/deepnet.h"
 #include "model/initialization.h"
+#include "model/kernels/fused_kernels.h"
+#include "model/kernels/gemm.h"
 #include "model/loss.h"
 #include "model/model_stats.h"
 #include "worker/adamw.h"
@@ -386,6 +388,8 @@ int Run(const Options& o) {
       {"openblas_config", OpenBlasString("openblas_get_config")},
       {"openblas_coretype_env", EnvOr("OPENBLAS_CORETYPE", "")},
       {"aten_cpu_capability", AtenCpuCapability()},
+      {"fused_kernels", model::kernels::FusedKernelsEnabled()},
+      {"fused_gemm", model::kernels::GemmUsesCblas() ? "cblas" : "aten"},
       {"steps", o.steps},
       {"warmup_steps", o.warmup_steps},
       {"runs", o.runs},
@@ -434,12 +438,16 @@ int Run(const Options& o) {
     return 0;
   }
   const json& m = result["median"];
-  std::printf("%s | %s | BLAS %s core %s, %lld BLAS threads, %lld intra-op threads, ATen %s\n",
+  std::printf("%s | %s | BLAS %s core %s, %lld BLAS threads, %lld intra-op threads, ATen %s, "
+              "fused kernels %s\n",
               shape.name.c_str(), result["description"].get<std::string>().c_str(),
               threads.blas_library.c_str(), result["openblas_corename"].get<std::string>().c_str(),
               static_cast<long long>(threads.blas_threads),
               static_cast<long long>(threads.intra_op_threads),
-              result["aten_cpu_capability"].get<std::string>().c_str());
+              result["aten_cpu_capability"].get<std::string>().c_str(),
+              model::kernels::FusedKernelsEnabled()
+                  ? (model::kernels::GemmUsesCblas() ? "on (CBLAS)" : "on (ATen products)")
+                  : "off");
   std::printf("median of %lld runs x %lld steps: %.3f s/step, %.0f tokens/s "
               "(%.0f target tokens/s), %.1f GFLOP/s; matmul %s %.1f GFLOP/s -> ratio %.2f; "
               "matmul %s %.1f GFLOP/s\n",
