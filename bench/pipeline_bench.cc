@@ -88,6 +88,7 @@ int Run(const Options& o) {
     return 2;
   }
   deepnet::worker::ConfigureThreads(1, 1);  // One core per rank: the compute is the stage's.
+  deepnet::worker::KeepFreedMemoryForReuse();
   auto backend = deepnet::worker::ParseCommBackend(o.backend);
   if (!backend.ok()) {
     std::cerr << backend.status().message() << "\n";

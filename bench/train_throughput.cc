@@ -298,6 +298,7 @@ int Run(const Options& o) {
     return 2;
   }
   const worker::ThreadSettings threads = worker::ConfigureThreads(o.blas_threads, o.intra_threads);
+  const bool malloc_tuned = worker::KeepFreedMemoryForReuse();
   torch::manual_seed(7);  // Dropout masks.
 
   model::StatsOptions stats_options;
@@ -389,6 +390,7 @@ int Run(const Options& o) {
       {"openblas_coretype_env", EnvOr("OPENBLAS_CORETYPE", "")},
       {"aten_cpu_capability", AtenCpuCapability()},
       {"fused_kernels", model::kernels::FusedKernelsEnabled()},
+      {"malloc_tuned", malloc_tuned},
       {"fused_gemm", model::kernels::GemmUsesCblas() ? "cblas" : "aten"},
       {"steps", o.steps},
       {"warmup_steps", o.warmup_steps},

@@ -69,6 +69,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     blas_threads = std::max<int64_t>(1, cores / launch->local_size);
   }
   const ThreadSettings threads = ConfigureThreads(blas_threads, config->runtime.intra_op_threads);
+  KeepFreedMemoryForReuse();
   World world;  // Outlives the trainer.
   if (world_size > 1) {
     auto backend = ParseCommBackend(config->parallel.backend);

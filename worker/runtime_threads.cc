@@ -1,6 +1,7 @@
 #include "worker/runtime_threads.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -29,6 +30,15 @@ ThreadSettings ConfigureThreads(int64_t blas_threads, int64_t intra_op_threads) 
   torch::set_num_threads(static_cast<int>(std::max<int64_t>(1, intra_op_threads)));
   settings.intra_op_threads = torch::get_num_threads();
   return settings;
+}
+
+bool KeepFreedMemoryForReuse() {
+  if (const char* flag = std::getenv("DEEPNET_MALLOC_TUNING"); flag != nullptr && std::string(flag) == "0") {
+    return false;
+  }
+  const bool mmap_set = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1;
+  const bool trim_set = mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+  return mmap_set && trim_set;
 }
 
 }  // namespace deepnet::worker

@@ -18,6 +18,14 @@ struct ThreadSettings {
 /// OpenBLAS is reached through dlsym, so the binary does not link it directly.
 ThreadSettings ConfigureThreads(int64_t blas_threads, int64_t intra_op_threads);
 
+/// Makes glibc keep freed memory for reuse instead of returning it to the kernel. A training step
+/// allocates and frees the same activation buffers every step. By default glibc serves blocks of
+/// 128 KiB and more with mmap and gives them back on free. Each step then faults in and zeroes
+/// fresh pages: about 5 % of a 100L-100L d=64 step here (docs/PERFORMANCE.md). This call sets
+/// the mmap threshold to glibc's maximum (32 MiB) and the trim threshold to 1 GiB.
+/// DEEPNET_MALLOC_TUNING=0 leaves glibc's defaults. Returns whether the settings were applied.
+bool KeepFreedMemoryForReuse();
+
 }  // namespace deepnet::worker
 
 namespace deepnet::worker {

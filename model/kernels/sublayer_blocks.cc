@@ -20,8 +20,8 @@ using torch::autograd::variable_list;
 
 int64_t RowsOf(const torch::Tensor& x) { return x.numel() / x.size(-1); }
 
-// y [rows, out] = x [rows, in] W^T + b with W [out, in]: the bias in every row, then one
-// product added onto it.
+// y [rows, out] = x [rows, in] W^T + b with W [out, in]: one product, then the bias added to
+// every row.
 torch::Tensor LinearRows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   const int64_t rows = RowsOf(x), in = w.size(1), out = w.size(0);
   std::vector<int64_t> sizes = x.sizes().vec();
@@ -29,9 +29,12 @@ torch::Tensor LinearRows(const torch::Tensor& x, const torch::Tensor& w, const t
   torch::Tensor y = torch::empty(sizes, x.options());
   float* yp = y.data_ptr<float>();
   const float* bp = b.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) std::copy(bp, bp + out, yp + r * out);
-  Gemm(false, true, rows, out, in, 1.0f, x.data_ptr<float>(), in, w.data_ptr<float>(), in, 1.0f,
+  Gemm(false, true, rows, out, in, 1.0f, x.data_ptr<float>(), in, w.data_ptr<float>(), in, 0.0f,
        yp, out);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = yp + r * out;
+    for (int64_t j = 0; j < out; ++j) row[j] += bp[j];
+  }
   return y;
 }
 
