@@ -224,7 +224,7 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
     const torch::Tensor kv = shared ? q : kv_in.contiguous();
     AttentionCoreState state =
         AttentionCoreForward(q, kv, heads, padding, causal, scaling, dropout, training);
-    ctx->save_for_backward({q, kv, state.probs, state.keep});
+    ctx->save_for_backward({q, kv, state.probs, state.keep});  // ToSave() from index 2.
     ctx->saved_data["shared"] = shared;
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["scaling"] = scaling;
@@ -234,10 +234,8 @@ class AttentionCoreFunction : public torch::autograd::Function<AttentionCoreFunc
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    AttentionCoreState state;
-    state.probs = saved[2];
-    state.keep = saved[3];
-    state.keep_scale = static_cast<float>(ctx->saved_data["keep_scale"].toDouble());
+    const AttentionCoreState state =
+        AttentionCoreState::FromSaved(saved, 2, ctx->saved_data["keep_scale"].toDouble());
     // Unpacked saved tensors need not be the same objects: pass q twice for self-attention.
     const bool shared = ctx->saved_data["shared"].toBool();
     auto [dq, dkv] = AttentionCoreBackward(saved[0], shared ? saved[0] : saved[1],

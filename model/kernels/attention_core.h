@@ -3,6 +3,7 @@
 #include <torch/types.h>
 
 #include <utility>
+#include <vector>
 
 namespace deepnet::model::kernels {
 
@@ -31,6 +32,17 @@ struct AttentionCoreState {
   torch::Tensor probs;  // [B, H, T, S] softmax before dropout
   torch::Tensor keep;   // [B, H, T, S] uint8 dropout mask, or no elements
   float keep_scale = 1.0f;
+
+  /// What backward needs besides q and kv (see ResidualLayerNormState::ToSave).
+  std::vector<torch::Tensor> ToSave() const { return {probs, keep}; }
+  static AttentionCoreState FromSaved(const std::vector<torch::Tensor>& saved, size_t first,
+                                      double keep_scale) {
+    AttentionCoreState s;
+    s.probs = saved.at(first);
+    s.keep = saved.at(first + 1);
+    s.keep_scale = static_cast<float>(keep_scale);
+    return s;
+  }
 };
 AttentionCoreState AttentionCoreForward(const torch::Tensor& q, const torch::Tensor& kv,
                                         int64_t heads, const torch::Tensor& padding, bool causal,

@@ -166,7 +166,9 @@ class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayer
                                double eps, bool training) {
     ResidualLayerNormState state =
         ResidualLayerNormForward(x, branch, weight, bias, alpha, dropout, eps, training);
-    ctx->save_for_backward({state.xhat, state.rstd, weight, state.keep});
+    std::vector<torch::Tensor> saved = state.ToSave();
+    saved.push_back(weight);
+    ctx->save_for_backward(saved);
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["keep_scale"] = static_cast<double>(state.keep_scale);
     return state.y;
@@ -174,13 +176,10 @@ class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayer
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    ResidualLayerNormState state;
-    state.xhat = saved[0];
-    state.rstd = saved[1];
-    state.keep = saved[3];
-    state.keep_scale = static_cast<float>(ctx->saved_data["keep_scale"].toDouble());
+    const ResidualLayerNormState state =
+        ResidualLayerNormState::FromSaved(saved, 0, ctx->saved_data["keep_scale"].toDouble());
     torch::Tensor dx, dbranch, dweight, dbias;
-    ResidualLayerNormBackward(state, saved[2], ctx->saved_data["alpha"].toDouble(),
+    ResidualLayerNormBackward(state, saved[3], ctx->saved_data["alpha"].toDouble(),
                               grad_outputs[0], /*accumulate_dx=*/false, dx, dbranch, dweight,
                               dbias);
     return {dx, dbranch, dweight, dbias, torch::Tensor(), torch::Tensor(), torch::Tensor(),

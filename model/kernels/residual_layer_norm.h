@@ -2,6 +2,8 @@
 
 #include <torch/types.h>
 
+#include <vector>
+
 namespace deepnet::model::kernels {
 
 /// y = LayerNorm(alpha * x + Dropout_p(branch)) * weight + bias over the last dimension: the
@@ -23,6 +25,19 @@ struct ResidualLayerNormState {
   torch::Tensor rstd;  // [rows] 1 / sqrt(var + eps)
   torch::Tensor keep;  // uint8 dropout mask of the branch, or no elements
   float keep_scale = 1.0f;
+
+  /// What backward needs, for an autograd context: save these three (in this order) and the
+  /// keep scale, and rebuild the state with FromSaved(saved tensors, index of the first).
+  std::vector<torch::Tensor> ToSave() const { return {xhat, rstd, keep}; }
+  static ResidualLayerNormState FromSaved(const std::vector<torch::Tensor>& saved, size_t first,
+                                          double keep_scale) {
+    ResidualLayerNormState s;
+    s.xhat = saved.at(first);
+    s.rstd = saved.at(first + 1);
+    s.keep = saved.at(first + 2);
+    s.keep_scale = static_cast<float>(keep_scale);
+    return s;
+  }
 };
 ResidualLayerNormState ResidualLayerNormForward(const torch::Tensor& x,
                                                 const torch::Tensor& branch,

@@ -92,8 +92,9 @@ class FeedForwardBlockFunction : public torch::autograd::Function<FeedForwardBlo
     torch::Tensor branch = LinearRows(act, w2, b2.contiguous());
     ResidualLayerNormState norm =
         ResidualLayerNormForward(x, branch, ln_weight, ln_bias, alpha, dropout, eps, training);
-    ctx->save_for_backward({x, w1, w2, pre, act, keep, ln_weight, norm.xhat, norm.rstd,
-                            norm.keep});
+    std::vector<torch::Tensor> saved = {x, w1, w2, pre, act, keep, ln_weight};
+    for (const torch::Tensor& t : norm.ToSave()) saved.push_back(t);  // From index 7.
+    ctx->save_for_backward(saved);
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["gelu"] = gelu;
     ctx->saved_data["keep_scale"] = static_cast<double>(keep_scale);
@@ -105,11 +106,8 @@ class FeedForwardBlockFunction : public torch::autograd::Function<FeedForwardBlo
     const variable_list s = ctx->get_saved_variables();
     const torch::Tensor &x = s[0], &w1 = s[1], &w2 = s[2], &pre = s[3], &act = s[4],
                         &keep = s[5], &ln_weight = s[6];
-    ResidualLayerNormState norm;
-    norm.xhat = s[7];
-    norm.rstd = s[8];
-    norm.keep = s[9];
-    norm.keep_scale = static_cast<float>(ctx->saved_data["norm_keep_scale"].toDouble());
+    const ResidualLayerNormState norm =
+        ResidualLayerNormState::FromSaved(s, 7, ctx->saved_data["norm_keep_scale"].toDouble());
     torch::Tensor dx, dbranch, dln_weight, dln_bias;
     ResidualLayerNormBackward(norm, ln_weight, ctx->saved_data["alpha"].toDouble(),
                               grad_outputs[0], /*accumulate_dx=*/false, dx, dbranch, dln_weight,
@@ -181,9 +179,12 @@ class AttentionBlockFunction : public torch::autograd::Function<AttentionBlockFu
     ResidualLayerNormState norm =
         ResidualLayerNormForward(x, branch, ln_weight, ln_bias, alpha, dropout, eps, training);
     const torch::Tensor none = torch::empty({0}, x.options());
-    ctx->save_for_backward({x, shared ? none : memory, q, shared ? none : kv, q_w,
-                            shared ? none : kv_w, core.out, core.probs, core.keep, out_weight,
-                            ln_weight, norm.xhat, norm.rstd, norm.keep});
+    std::vector<torch::Tensor> saved = {x,      shared ? none : memory, q, shared ? none : kv,
+                                        q_w,    shared ? none : kv_w,   core.out, out_weight,
+                                        ln_weight};
+    for (const torch::Tensor& t : core.ToSave()) saved.push_back(t);  // From index 9.
+    for (const torch::Tensor& t : norm.ToSave()) saved.push_back(t);  // From index 11.
+    ctx->save_for_backward(saved);
     ctx->saved_data["shared"] = shared;
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["scaling"] = scaling;
@@ -196,25 +197,20 @@ class AttentionBlockFunction : public torch::autograd::Function<AttentionBlockFu
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list s = ctx->get_saved_variables();
     const bool shared = ctx->saved_data["shared"].toBool();
-    const torch::Tensor &x = s[0], &q = s[2], &q_w = s[4], &out_weight = s[9],
-                        &ln_weight = s[10];
+    const torch::Tensor &x = s[0], &q = s[2], &q_w = s[4], &out_weight = s[7],
+                        &ln_weight = s[8];
     const torch::Tensor& memory = shared ? x : s[1];
     const torch::Tensor& kv = shared ? q : s[3];
-    ResidualLayerNormState norm;
-    norm.xhat = s[11];
-    norm.rstd = s[12];
-    norm.keep = s[13];
-    norm.keep_scale = static_cast<float>(ctx->saved_data["norm_keep_scale"].toDouble());
+    const ResidualLayerNormState norm =
+        ResidualLayerNormState::FromSaved(s, 11, ctx->saved_data["norm_keep_scale"].toDouble());
     torch::Tensor dx, dbranch, dln_weight, dln_bias;
     ResidualLayerNormBackward(norm, ln_weight, ctx->saved_data["alpha"].toDouble(),
                               grad_outputs[0], /*accumulate_dx=*/false, dx, dbranch, dln_weight,
                               dln_bias);
     torch::Tensor dout_w, dout_b, dcore;
     LinearRowsBackward(s[6], out_weight, dbranch, &dout_w, &dout_b, &dcore, false);
-    AttentionCoreState core;
-    core.probs = s[7];
-    core.keep = s[8];
-    core.keep_scale = static_cast<float>(ctx->saved_data["core_keep_scale"].toDouble());
+    const AttentionCoreState core =
+        AttentionCoreState::FromSaved(s, 9, ctx->saved_data["core_keep_scale"].toDouble());
     auto [dq, dkv] = AttentionCoreBackward(q, kv, ctx->saved_data["heads"].toInt(),
                                            ctx->saved_data["scaling"].toDouble(), core, dcore);
     variable_list grads(22);  // One per forward argument.
