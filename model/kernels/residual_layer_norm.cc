@@ -28,6 +28,88 @@ RowSizes SizesOf(const torch::Tensor& x) {
   return {dim == 0 ? 0 : x.numel() / dim, dim};
 }
 
+// One residual LayerNorm forward over rows [begin, end); see ResidualLayerNormForward.
+struct ForwardRows {
+  const float *x, *branch, *weight, *bias;
+  const uint8_t* keep;  // null without dropout
+  float *y, *xhat, *rstd;
+  int64_t dim;
+  float alpha, keep_scale, eps;
+};
+
+DEEPNET_ROW_PASS void RunForwardRows(const ForwardRows& p, int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t o = r * p.dim;
+    float* h = p.xhat + o;
+    const float* xr = p.x + o;
+    const float* br = p.branch + o;
+    if (p.keep != nullptr) {
+      const uint8_t* kr = p.keep + o;
+      for (int64_t j = 0; j < p.dim; ++j) {
+        h[j] = p.alpha * xr[j] + br[j] * (static_cast<float>(kr[j]) * p.keep_scale);
+      }
+    } else {
+      for (int64_t j = 0; j < p.dim; ++j) h[j] = p.alpha * xr[j] + br[j];
+    }
+    const float mean = RowSum(h, p.dim) / static_cast<float>(p.dim);
+    const float var = RowCenteredSquares(h, mean, p.dim) / static_cast<float>(p.dim);
+    const float inv = 1.0f / std::sqrt(var + p.eps);
+    p.rstd[r] = inv;
+    float* yr = p.y + o;
+    for (int64_t j = 0; j < p.dim; ++j) {
+      h[j] = (h[j] - mean) * inv;
+      yr[j] = h[j] * p.weight[j] + p.bias[j];
+    }
+  }
+}
+
+// Its backward over rows [begin, end); see ResidualLayerNormBackward.
+struct BackwardRows {
+  const float *dy, *xhat, *rstd, *weight;
+  const uint8_t* keep;  // null without dropout
+  float *dx, *dbranch;
+  int64_t dim;
+  float alpha, keep_scale;
+  bool accumulate_dx;
+};
+
+DEEPNET_ROW_PASS void RunBackwardRows(const BackwardRows& p, int64_t begin, int64_t end) {
+  std::vector<float> gw_row(p.dim);  // dy * weight for one row.
+  float* gw = gw_row.data();
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t o = r * p.dim;
+    const float* gr = p.dy + o;
+    const float* hr = p.xhat + o;
+    for (int64_t j = 0; j < p.dim; ++j) gw[j] = gr[j] * p.weight[j];
+    const float mean_g = RowSum(gw, p.dim) / static_cast<float>(p.dim);
+    const float mean_gh = RowDot(gw, hr, p.dim) / static_cast<float>(p.dim);
+    const float inv = p.rstd[r];
+    float* dxr = p.dx + o;
+    float* dbr = p.dbranch + o;
+    for (int64_t j = 0; j < p.dim; ++j) {
+      const float dh = inv * (gw[j] - mean_g - hr[j] * mean_gh);
+      dxr[j] = p.accumulate_dx ? dxr[j] + p.alpha * dh : p.alpha * dh;
+      dbr[j] = dh;
+    }
+    if (p.keep != nullptr) {
+      ApplyKeepMask(dbr, dbr, p.keep + o, p.keep_scale, p.dim);
+    }
+  }
+}
+
+// dweight = column sums of dy * xhat, dbias = column sums of dy, in row order (deterministic for
+// any thread count).
+DEEPNET_ROW_PASS void SumColumns(const float* dy, const float* xhat, int64_t rows, int64_t dim,
+                                 float* dweight, float* dbias) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t o = r * dim;
+    for (int64_t j = 0; j < dim; ++j) {
+      dweight[j] += dy[o + j] * xhat[o + j];
+      dbias[j] += dy[o + j];
+    }
+  }
+}
+
 }  // namespace
 
 ResidualLayerNormState ResidualLayerNormForward(const torch::Tensor& x_in,
@@ -60,32 +142,10 @@ ResidualLayerNormState ResidualLayerNormForward(const torch::Tensor& x_in,
   float* yp = y.data_ptr<float>();
   float* hp = xhat.data_ptr<float>();
   float* rp = rstd.data_ptr<float>();
-  const float a = static_cast<float>(alpha);
-  at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t o = r * dim;
-      float* h = hp + o;
-      const float* xr = xp + o;
-      const float* br = bp + o;
-      if (kp != nullptr) {
-        const uint8_t* kr = kp + o;
-        for (int64_t j = 0; j < dim; ++j) {
-          h[j] = a * xr[j] + br[j] * (static_cast<float>(kr[j]) * keep_scale);
-        }
-      } else {
-        for (int64_t j = 0; j < dim; ++j) h[j] = a * xr[j] + br[j];
-      }
-      const float mean = RowSum(h, dim) / static_cast<float>(dim);
-      const float var = RowCenteredSquares(h, mean, dim) / static_cast<float>(dim);
-      const float inv = 1.0f / std::sqrt(var + static_cast<float>(eps));
-      rp[r] = inv;
-      float* yr = yp + o;
-      for (int64_t j = 0; j < dim; ++j) {
-        h[j] = (h[j] - mean) * inv;
-        yr[j] = h[j] * wp[j] + biasp[j];
-      }
-    }
-  });
+  const ForwardRows rows_pass{xp, bp, wp, biasp, kp, yp, hp, rp, dim, static_cast<float>(alpha),
+                              keep_scale, static_cast<float>(eps)};
+  at::parallel_for(0, rows, kRowGrain,
+                   [&](int64_t begin, int64_t end) { RunForwardRows(rows_pass, begin, end); });
   ResidualLayerNormState state;
   state.y = y;
   state.xhat = xhat;
@@ -117,28 +177,9 @@ void ResidualLayerNormBackward(const ResidualLayerNormState& state, const torch:
   const uint8_t* kp = keep.numel() > 0 ? keep.data_ptr<uint8_t>() : nullptr;
   float* dxp = dx.data_ptr<float>();
   float* dbp = dbranch.data_ptr<float>();
-  at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
-    std::vector<float> gw(dim);  // dy * weight for one row.
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t o = r * dim;
-      const float* gr = gp + o;
-      const float* hr = hp + o;
-      for (int64_t j = 0; j < dim; ++j) gw[j] = gr[j] * wp[j];
-      const float mean_g = RowSum(gw.data(), dim) / static_cast<float>(dim);
-      const float mean_gh = RowDot(gw.data(), hr, dim) / static_cast<float>(dim);
-      const float inv = rp[r];
-      float* dxr = dxp + o;
-      float* dbr = dbp + o;
-      for (int64_t j = 0; j < dim; ++j) {
-        const float dh = inv * (gw[j] - mean_g - hr[j] * mean_gh);
-        dxr[j] = accumulate_dx ? dxr[j] + a * dh : a * dh;
-        dbr[j] = dh;
-      }
-      if (kp != nullptr) {
-        ApplyKeepMask(dbr, dbr, kp + o, keep_scale, dim);
-      }
-    }
-  });
+  const BackwardRows rows_pass{gp, hp, rp, wp, kp, dxp, dbp, dim, a, keep_scale, accumulate_dx};
+  at::parallel_for(0, rows, kRowGrain,
+                   [&](int64_t begin, int64_t end) { RunBackwardRows(rows_pass, begin, end); });
   // Weight and bias gradients: column sums over the rows, in row order (deterministic for
   // any thread count).
   dweight = torch::empty({dim}, xhat.options());
@@ -147,13 +188,7 @@ void ResidualLayerNormBackward(const ResidualLayerNormState& state, const torch:
   float* dbiasp = dbias.data_ptr<float>();
   std::fill(dwp, dwp + dim, 0.0f);
   std::fill(dbiasp, dbiasp + dim, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t o = r * dim;
-    for (int64_t j = 0; j < dim; ++j) {
-      dwp[j] += gp[o + j] * hp[o + j];
-      dbiasp[j] += gp[o + j];
-    }
-  }
+  SumColumns(gp, hp, rows, dim, dwp, dbiasp);
 }
 
 namespace {

@@ -2,6 +2,16 @@
 
 #include <cstdint>
 
+// Row passes marked with this are compiled twice, for AVX2 and for the x86-64 baseline (SSE2),
+// and the loader picks one for the CPU (GCC function multiversioning). Only AVX2 is enabled,
+// not FMA, so no multiply-add is contracted: both versions do the same float operations in the
+// same order (the eight partial sums below become the lanes of one vector either way).
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define DEEPNET_ROW_PASS __attribute__((target_clones("avx2", "default")))
+#else
+#define DEEPNET_ROW_PASS
+#endif
+
 namespace deepnet::model::kernels {
 
 // Reductions over one row with eight independent partial sums. Without -ffast-math the
