@@ -15,6 +15,7 @@ case "${BUILD_DIR}" in /*) ;; *) BUILD_DIR="${ROOT}/${BUILD_DIR}" ;; esac
 BENCH="${BUILD_DIR}/bench/deepnet_bench_train"
 ROUNDS="${ROUNDS:-4}"
 OUT_DIR="${OUT_DIR:-$(mktemp -d /tmp/deepnet-fused-ab.XXXXXX)}"
+mkdir -p "${OUT_DIR}"
 [[ -x "${BENCH}" ]] || { echo "missing ${BENCH}: build deepnet_bench_train first" >&2; exit 1; }
 if [[ -z "${OPENBLAS_CORETYPE+set}" ]] && grep -qw avx512f /proc/cpuinfo; then
   export OPENBLAS_CORETYPE=SkylakeX

@@ -2,7 +2,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
-#include <ATen/Utils.h>
 
 #include <mutex>
 
