@@ -6,20 +6,15 @@
 #
 #   ROUNDS=4 BUILD_DIR=build bash bench/fused_kernels_ab.sh      # about 14 minutes here
 #
-# The reference needs Debian's python3-torch (apt-get install -y python3-torch).
+# The reference needs Debian's python3-torch (apt-get install -y python3-torch). Environment as
+# in scripts/bench_env.sh.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-build}"
-case "${BUILD_DIR}" in /*) ;; *) BUILD_DIR="${ROOT}/${BUILD_DIR}" ;; esac
-BENCH="${BUILD_DIR}/bench/deepnet_bench_train"
+OUT_PREFIX=deepnet-fused-ab
+# shellcheck source=scripts/bench_env.sh
+source "${ROOT}/scripts/bench_env.sh"
 ROUNDS="${ROUNDS:-4}"
-OUT_DIR="${OUT_DIR:-$(mktemp -d /tmp/deepnet-fused-ab.XXXXXX)}"
-mkdir -p "${OUT_DIR}"
-[[ -x "${BENCH}" ]] || { echo "missing ${BENCH}: build deepnet_bench_train first" >&2; exit 1; }
-if [[ -z "${OPENBLAS_CORETYPE+set}" ]] && grep -qw avx512f /proc/cpuinfo; then
-  export OPENBLAS_CORETYPE=SkylakeX
-fi
 export OPENBLAS_NUM_THREADS=1
 
 for round in $(seq 1 "${ROUNDS}"); do
@@ -29,12 +24,12 @@ for round in $(seq 1 "${ROUNDS}"); do
         --intra-threads 1 --steps 3 --warmup-steps 1 --runs 3 --json \
         > "${OUT_DIR}/${shape}_fused${fused}_r${round}.json"
     done
-    /usr/bin/python3 "${ROOT}/bench/reference_deepnet.py" --shape "${shape}" --threads 1 --json \
+    "${PYTHON_TORCH}" "${REFERENCE}" --shape "${shape}" --threads 1 --json \
       > "${OUT_DIR}/${shape}_ref_r${round}.json"
   done
 done
 
-/usr/bin/python3 - "${OUT_DIR}" <<'PY'
+"${PYTHON_TORCH}" - "${OUT_DIR}" <<'PY'
 import glob, json, statistics, sys
 out = sys.argv[1]
 for shape in ["100x100-d64", "6x6-d512"]:

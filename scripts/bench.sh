@@ -21,28 +21,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-build}"
-case "${BUILD_DIR}" in /*) ;; *) BUILD_DIR="${ROOT}/${BUILD_DIR}" ;; esac
-BENCH="${BUILD_DIR}/bench/deepnet_bench_train"
-REFERENCE="${ROOT}/bench/reference_deepnet.py"
-PYTHON_TORCH="${PYTHON_TORCH:-/usr/bin/python3}"
-OUT_DIR="${OUT_DIR:-$(mktemp -d /tmp/deepnet-bench.XXXXXX)}"
+OUT_PREFIX=deepnet-bench
+# shellcheck source=scripts/bench_env.sh
+source "${ROOT}/scripts/bench_env.sh"
 RUNS="${RUNS:-5}"
-mkdir -p "${OUT_DIR}"
-
-if [[ ! -x "${BENCH}" ]]; then
-  echo "missing ${BENCH}; build it first: cmake --build ${BUILD_DIR} --target deepnet_bench_train" >&2
-  exit 1
-fi
-
-if [[ -z "${OPENBLAS_CORETYPE+set}" ]]; then
-  if grep -qw avx512f /proc/cpuinfo; then
-    export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then
-    export OPENBLAS_CORETYPE=Haswell
-  fi
-fi
-if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then unset OPENBLAS_CORETYPE; fi
 
 # Steps per run: about 5-8 s per run for each shape.
 if [[ "${QUICK:-0}" == 1 ]]; then
