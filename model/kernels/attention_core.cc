@@ -18,12 +18,16 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Where the (batch, head) matrices live: row r of head h in batch b of q is at
-// q + b * q_batch + r * q_row + h * head_dim (likewise k and v in kv).
+// Where the (batch, head) matrices live: row r of head h in batch b of q starts at
+// QOffset(b, h) + r * q_row in q; those of k and v at KOffset / VOffset + r * kv_row in kv.
 struct Geometry {
   int64_t batch, heads, head_dim, t, s, d;
-  int64_t q_batch, q_row, kv_batch, kv_row;
-  int64_t q_col, k_col, v_col;
+  int64_t q_row, kv_row;
+  int64_t k_col, v_col;  // first column of k and of v in kv (q starts at column 0 of q)
+
+  int64_t QOffset(int64_t b, int64_t h) const { return b * t * q_row + h * head_dim; }
+  int64_t KOffset(int64_t b, int64_t h) const { return b * s * kv_row + k_col + h * head_dim; }
+  int64_t VOffset(int64_t b, int64_t h) const { return b * s * kv_row + v_col + h * head_dim; }
 };
 
 // Self-attention (`shared`): q is [B, L, 3D] = q | k | v. Else q [B, T, D], kv [B, S, 2D] = k | v.
@@ -37,10 +41,7 @@ Geometry GeometryOf(const torch::Tensor& q, const torch::Tensor& kv, int64_t hea
   g.s = kv.size(1);
   g.d = d;
   g.q_row = q.size(2);
-  g.q_batch = g.t * g.q_row;
   g.kv_row = kv.size(2);
-  g.kv_batch = g.s * g.kv_row;
-  g.q_col = 0;
   g.k_col = shared ? d : 0;
   g.v_col = shared ? 2 * d : d;
   return g;
@@ -107,8 +108,8 @@ AttentionCoreState AttentionCoreForward(const torch::Tensor& q, const torch::Ten
   at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / g.heads, h = bh % g.heads;
-      const float* qm = qp + b * g.q_batch + g.q_col + h * g.head_dim;
-      const float* km = kvp + b * g.kv_batch + g.k_col + h * g.head_dim;
+      const float* qm = qp + g.QOffset(b, h);
+      const float* km = kvp + g.KOffset(b, h);
       float* pm = sp + bh * g.t * g.s;
       Gemm(false, true, g.t, g.s, g.head_dim, scale, qm, g.q_row, km, g.kv_row, 0.0f, pm, g.s);
       const bool* pad = padp == nullptr ? nullptr : padp + b * g.s;
@@ -127,7 +128,7 @@ AttentionCoreState AttentionCoreForward(const torch::Tensor& q, const torch::Ten
     std::vector<float> dropped(drop ? g.t * g.s : 0);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / g.heads, h = bh % g.heads;
-      const float* vm = kvp + b * g.kv_batch + g.v_col + h * g.head_dim;
+      const float* vm = kvp + g.VOffset(b, h);
       const float* weights = pp + bh * g.t * g.s;
       if (drop) {
         ApplyKeepMask(dropped.data(), weights, kp + bh * g.t * g.s, keep_scale, g.t * g.s);
@@ -174,9 +175,7 @@ std::pair<torch::Tensor, torch::Tensor> AttentionCoreBackward(
     std::vector<float> dropped(kp != nullptr ? g.t * g.s : 0);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / g.heads, h = bh % g.heads;
-      const int64_t q_off = b * g.q_batch + g.q_col + h * g.head_dim;
-      const int64_t k_off = b * g.kv_batch + g.k_col + h * g.head_dim;
-      const int64_t v_off = b * g.kv_batch + g.v_col + h * g.head_dim;
+      const int64_t q_off = g.QOffset(b, h), k_off = g.KOffset(b, h), v_off = g.VOffset(b, h);
       const float* pm = pp + bh * g.t * g.s;
       const float* gom = gop + b * g.t * g.d + h * g.head_dim;
       const float* weights = pm;

@@ -103,56 +103,57 @@ torch::Tensor ReferenceResidualLayerNorm(const torch::Tensor& x, const torch::Te
   return torch::layer_norm(alpha * x + branch, {x.size(-1)}, w, b, eps);
 }
 
-struct Leaves {
-  torch::Tensor x, branch, w, b;
-  std::vector<torch::Tensor> All() const { return {x, branch, w, b}; }
-};
+// Leaf tensors of the given shapes that require gradients, and detached copies of them.
+std::vector<torch::Tensor> Leaves(std::initializer_list<std::vector<int64_t>> shapes) {
+  std::vector<torch::Tensor> out;
+  for (const auto& shape : shapes) out.push_back((0.5 * torch::randn(shape)).requires_grad_());
+  return out;
+}
 
-Leaves MakeLeaves(int64_t rows_a, int64_t rows_b, int64_t dim) {
-  return {torch::randn({rows_a, rows_b, dim}).requires_grad_(),
-          torch::randn({rows_a, rows_b, dim}).requires_grad_(),
-          (1.0 + 0.3 * torch::randn({dim})).requires_grad_(),
-          (0.1 * torch::randn({dim})).requires_grad_()};
+std::vector<torch::Tensor> CloneLeaves(const std::vector<torch::Tensor>& leaves) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : leaves) out.push_back(t.detach().clone().requires_grad_());
+  return out;
 }
 
 TEST_F(FusedKernelsTest, ResidualLayerNormMatchesAtenValuesAndGradients) {
   for (double alpha : {1.0, 2.7}) {
-    Leaves fused = MakeLeaves(3, 5, 24);
-    Leaves ref{fused.x.detach().clone().requires_grad_(),
-               fused.branch.detach().clone().requires_grad_(),
-               fused.w.detach().clone().requires_grad_(), fused.b.detach().clone().requires_grad_()};
+    // x, branch, weight, bias.
+    std::vector<torch::Tensor> fused = Leaves({{3, 5, 24}, {3, 5, 24}, {24}, {24}});
+    std::vector<torch::Tensor> ref = CloneLeaves(fused);
     torch::Tensor up = torch::randn({3, 5, 24});
-    torch::Tensor y = ResidualLayerNorm(fused.x, fused.branch, fused.w, fused.b, alpha, 0.1, 1e-5,
+    torch::Tensor y = ResidualLayerNorm(fused[0], fused[1], fused[2], fused[3], alpha, 0.1, 1e-5,
                                         /*training=*/false);  // Dropout off outside training.
-    torch::Tensor y_ref = ReferenceResidualLayerNorm(ref.x, ref.branch, ref.w, ref.b, alpha, 1e-5);
+    torch::Tensor y_ref = ReferenceResidualLayerNorm(ref[0], ref[1], ref[2], ref[3], alpha, 1e-5);
     ExpectClose(y, y_ref, 1e-5, "forward");
     (y * up).sum().backward();
     (y_ref * up).sum().backward();
     const char* names[] = {"x", "branch", "weight", "bias"};
     for (size_t i = 0; i < 4; ++i) {
-      ExpectClose(fused.All()[i].grad(), ref.All()[i].grad(), 1e-4, names[i]);
+      ExpectClose(fused[i].grad(), ref[i].grad(), 1e-4, names[i]);
     }
   }
 }
 
 TEST_F(FusedKernelsTest, ResidualLayerNormDropoutIsInvertedAndGradientsFollowTheMask) {
   const double p = 0.25;
-  Leaves l = MakeLeaves(4, 8, 32);
-  torch::Tensor y = ResidualLayerNorm(l.x, l.branch, l.w, l.b, 1.5, p, 1e-5, /*training=*/true);
+  std::vector<torch::Tensor> leaves = Leaves({{4, 8, 32}, {4, 8, 32}, {32}, {32}});
+  const torch::Tensor &x = leaves[0], &branch = leaves[1], &w = leaves[2], &b = leaves[3];
+  torch::Tensor y = ResidualLayerNorm(x, branch, w, b, 1.5, p, 1e-5, /*training=*/true);
   y.sum().backward();
   // The branch gradient is exactly zero where the branch was dropped; elsewhere it is the
   // layer norm's input gradient times 1 / (1 - p). Rebuild the mask from it and check the
   // forward against ATen with that mask.
-  torch::Tensor kept = l.branch.grad().ne(0);
+  torch::Tensor kept = branch.grad().ne(0);
   const double fraction = kept.to(torch::kFloat).mean().item<double>();
   EXPECT_NEAR(fraction, 1 - p, 0.05);
-  torch::Tensor masked = l.branch.detach() * kept.to(torch::kFloat) / (1 - p);
+  torch::Tensor masked = branch.detach() * kept.to(torch::kFloat) / (1 - p);
   torch::Tensor expected =
-      ReferenceResidualLayerNorm(l.x.detach(), masked, l.w.detach(), l.b.detach(), 1.5, 1e-5);
+      ReferenceResidualLayerNorm(x.detach(), masked, w.detach(), b.detach(), 1.5, 1e-5);
   ExpectClose(y.detach(), expected, 1e-5, "forward with dropout");
   // x's gradient is alpha times the layer-norm input gradient; the kept branch entries carry
   // the same gradient scaled by 1 / (1 - p) / alpha.
-  torch::Tensor ratio = (l.branch.grad() / l.x.grad()).masked_select(kept);
+  torch::Tensor ratio = (branch.grad() / x.grad()).masked_select(kept);
   ExpectClose(ratio, torch::full_like(ratio, 1.0 / (1 - p) / 1.5), 1e-3, "gradient ratio");
 }
 
@@ -259,18 +260,6 @@ TEST_F(FusedKernelsTest, KernelsRejectWrongShapesNamingTheInput) {
   EXPECT_THROW(ResidualLayerNorm(q, torch::randn({2, 3, 7}), torch::ones({8}), torch::zeros({8}),
                                  1, 0, 1e-5, true),
                c10::Error);
-}
-
-std::vector<torch::Tensor> Leaves(std::initializer_list<std::vector<int64_t>> shapes) {
-  std::vector<torch::Tensor> out;
-  for (const auto& shape : shapes) out.push_back((0.5 * torch::randn(shape)).requires_grad_());
-  return out;
-}
-
-std::vector<torch::Tensor> CloneLeaves(const std::vector<torch::Tensor>& leaves) {
-  std::vector<torch::Tensor> out;
-  for (const auto& t : leaves) out.push_back(t.detach().clone().requires_grad_());
-  return out;
 }
 
 TEST_F(FusedKernelsTest, FeedForwardBlockMatchesAtenForReluAndGelu) {
