@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/gang_types.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/job_state.h"
 #include "coordinator/job_store.h"
@@ -175,6 +176,9 @@ struct RankView {
 struct JobView {
   JobRecord record;
   JobSpecInfo spec;
+  // While QUEUED, once a scheduling pass has looked at the job: why it waits (the text is
+  // record.state_reason).
+  std::optional<PendingCode> pending_code;
   std::vector<RankView> placement;
   int64_t latest_checkpoint_step = 0;
   int64_t start_time_ms = 0;  // first RUNNING; 0 before

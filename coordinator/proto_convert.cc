@@ -72,6 +72,16 @@ v1::RecoveryCause ToProto(RecoveryCause cause) {
   return v1::RECOVERY_CAUSE_UNSPECIFIED;
 }
 
+v1::PendingCode ToProto(PendingCode code) {
+  switch (code) {
+    case PendingCode::kSchedulable: return v1::PENDING_CODE_SCHEDULABLE;
+    case PendingCode::kInsufficientSlots: return v1::PENDING_CODE_INSUFFICIENT_SLOTS;
+    case PendingCode::kBehindJob: return v1::PENDING_CODE_BEHIND_JOB;
+    case PendingCode::kExceedsRegistered: return v1::PENDING_CODE_EXCEEDS_REGISTERED;
+  }
+  return v1::PENDING_CODE_UNSPECIFIED;
+}
+
 void FillSpec(const JobSpecInfo& spec, v1::JobSpec* out) {
   out->set_name(spec.name);
   out->set_pipeline_stages(spec.pipeline_stages);
@@ -99,6 +109,9 @@ v1::Job ToProto(const JobView& job) {
   if (r.last_recovery_cause.has_value()) out.set_recovery_cause(ToProto(*r.last_recovery_cause));
   if (r.state == JobState::kQueued || r.state == JobState::kPlacing) {
     out.set_pending_reason(r.state_reason);
+  }
+  if (r.state == JobState::kQueued && job.pending_code.has_value()) {
+    out.set_pending_code(ToProto(*job.pending_code));
   }
   out.set_message(r.state_reason);
   out.set_attempt(r.attempt);

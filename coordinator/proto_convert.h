@@ -12,6 +12,7 @@ v1::JobState ToProto(JobState state);
 // JOB_STATE_UNSPECIFIED and unknown values: INVALID_ARGUMENT naming `field`.
 absl::StatusOr<JobState> FromProto(v1::JobState state, const std::string& field);
 v1::RecoveryCause ToProto(RecoveryCause cause);
+v1::PendingCode ToProto(PendingCode code);
 
 v1::Job ToProto(const JobView& job);
 v1::JobEvent ToProto(const JobEventView& event);
