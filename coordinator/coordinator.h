@@ -139,6 +139,9 @@ class Coordinator {
                                                       absl::Duration timeout) const;
   [[nodiscard]] absl::StatusOr<std::vector<CheckpointView>> ListCheckpoints(
       const std::string& job_id) const;
+  // Every registered worker (ready, draining or lost), by id, with what holds each slot (every
+  // job's; callers decide who may see which).
+  std::vector<WorkerView> ListWorkers() const;
 
   // --- WorkerService. Stale epochs: ABORTED; unknown worker: NOT_FOUND. ---
   [[nodiscard]] absl::StatusOr<RegistrationResult> Register(const Registration& registration);

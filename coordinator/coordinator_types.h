@@ -186,6 +186,36 @@ struct JobView {
   int64_t last_event_seq = 0;
 };
 
+// The rank of a job that holds a worker's slot.
+struct SlotTaskView {
+  std::string job_id;
+  std::string owner;  // the job's owner, for the caller's access check
+  int attempt = 0;
+  int rank = 0;
+};
+
+struct SlotView {
+  SlotFacts facts;
+  bool used = false;
+  // The holder when used (a service may clear it for a caller who may not see the job).
+  std::optional<SlotTaskView> task;
+};
+
+// A registered worker daemon as ListWorkers shows it.
+struct WorkerView {
+  std::string id;  // the name it registered under
+  // kReady: session open; kDraining: registered without a session (keeps its ranks, takes no
+  // new ones); kLost: its heartbeat lease ran out.
+  WorkerState state = WorkerState::kReady;
+  HostFacts host;
+  std::vector<SlotView> slots;  // by slot index
+  int slots_used = 0;
+  // Slots no rank holds; 0 while lost (its slots count for nothing then).
+  int slots_free = 0;
+  // Since the coordinator last heard from it (registration, heartbeat or report).
+  int64_t heartbeat_age_ms = 0;
+};
+
 struct CheckpointView {
   int64_t step = 0;
   std::string path;

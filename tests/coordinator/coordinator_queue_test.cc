@@ -1,5 +1,6 @@
 // The coordinator queues what the cluster may yet hold: jobs larger than the registered workers
-// wait with a pending reason and code until workers join (only --cluster-slots refuses).
+// wait with a pending reason and code until workers join (only --cluster-slots refuses), and
+// ListWorkers shows the workers, their slots and what holds them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,6 +31,13 @@ class CoordinatorQueueTest : public CoordinatorTest {
       coordinator_->Tick();
     }
     ASSERT_TRUE(silent.sink->closed.has_value());
+  }
+
+  const WorkerView* FindWorker(const std::vector<WorkerView>& workers, const std::string& id) {
+    for (const WorkerView& w : workers) {
+      if (w.id == id) return &w;
+    }
+    return nullptr;
   }
 };
 
@@ -135,6 +143,68 @@ TEST_F(CoordinatorQueueTest, ClusterSlotsRefusesGangsLargerThanTheBound) {
   // The bound, not the registered workers, decides.
   AddWorker("a", 8);
   EXPECT_FALSE(coordinator_->ParseSpec(JobYaml(2, 3, "")).ok());
+}
+
+TEST_F(CoordinatorQueueTest, ListWorkersShowsStatesSlotsAndWhatHoldsThem) {
+  Registration gpu;
+  gpu.worker_name = "gpu";
+  gpu.host.hostname = "node-7";
+  gpu.host.memory_bytes = int64_t{64} << 30;
+  gpu.host.gpu_names = {"NVIDIA H100", "NVIDIA H100"};
+  gpu.slots = {{0, true, 0}, {1, true, 1}};
+  const int64_t gpu_epoch = coordinator_->Register(gpu)->epoch;
+  Worker a = AddWorker("a", 2);
+  Worker b = AddWorker("b", 2);
+  const std::string id = Submit(JobYaml(2, 1, ""));
+  coordinator_->Tick();
+  Worker& holder = a.sink->assignments.empty() ? b : a;
+  Worker& idle = a.sink->assignments.empty() ? a : b;
+
+  std::vector<WorkerView> workers = coordinator_->ListWorkers();
+  ASSERT_EQ(workers.size(), 3u);
+  EXPECT_EQ(workers[0].id, "a");  // by id
+  const WorkerView* h = FindWorker(workers, holder.id);
+  EXPECT_EQ(h->state, WorkerState::kReady);
+  EXPECT_EQ(h->slots_used, 2);
+  EXPECT_EQ(h->slots_free, 0);
+  ASSERT_EQ(h->slots.size(), 2u);
+  for (int slot = 0; slot < 2; ++slot) {
+    ASSERT_TRUE(h->slots[slot].task.has_value());
+    EXPECT_EQ(h->slots[slot].task->job_id, id);
+    EXPECT_EQ(h->slots[slot].task->owner, "alice");
+    EXPECT_EQ(h->slots[slot].task->attempt, 1);
+    EXPECT_EQ(h->slots[slot].facts.index, slot);
+  }
+  EXPECT_NE(h->slots[0].task->rank, h->slots[1].task->rank);
+  const WorkerView* i = FindWorker(workers, idle.id);
+  EXPECT_EQ(i->slots_used, 0);
+  EXPECT_EQ(i->slots_free, 2);
+  EXPECT_FALSE(i->slots[0].used);
+  const WorkerView* g = FindWorker(workers, "gpu");
+  EXPECT_EQ(g->state, WorkerState::kDraining);  // registered, no session yet
+  EXPECT_EQ(g->host.hostname, "node-7");
+  EXPECT_TRUE(g->slots[1].facts.cuda);
+  EXPECT_EQ(g->slots[1].facts.device_index, 1);
+  EXPECT_EQ(g->slots_free, 2);
+
+  // The idle worker and the GPU worker fall silent and are lost; the holder keeps reporting.
+  ASSERT_TRUE(coordinator_->OnHeartbeat("gpu", gpu_epoch, {}).ok());
+  Running(holder);
+  LoseByLease(idle, holder);
+  workers = coordinator_->ListWorkers();
+  i = FindWorker(workers, idle.id);
+  EXPECT_EQ(i->slots_free, 0);
+  EXPECT_EQ(i->slots_used, 0);
+  // Lost only after the lease: lease_heartbeats x heartbeat_interval without a word.
+  EXPECT_GE(i->heartbeat_age_ms,
+            options_.lease_heartbeats * options_.heartbeat_interval.count());
+  EXPECT_LT(FindWorker(workers, holder.id)->heartbeat_age_ms, i->heartbeat_age_ms);
+  EXPECT_EQ(FindWorker(workers, holder.id)->slots_used, 2);
+
+  // The job ends: its slots are free again.
+  Exit(holder, 0);
+  ASSERT_EQ(State(id), JobState::kSucceeded);
+  EXPECT_EQ(FindWorker(coordinator_->ListWorkers(), holder.id)->slots_free, 2);
 }
 
 }  // namespace

@@ -230,6 +230,29 @@ TEST_F(CtlAppTest, CheckpointsSendsIdAndPrintsYaml) {
   EXPECT_TRUE(root["checkpoints"][0]["latest"].as<bool>());
 }
 
+TEST_F(CtlAppTest, WorkersPrintsEveryFormatAndHasANodesAlias) {
+  *fake().workers.add_workers() = testing::MakeWorker("node-a", 2, 2);
+  *fake().workers.add_workers() = testing::MakeWorker("node-b", 2, 0);
+  ASSERT_EQ(Run({"workers"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("NAME"));
+  EXPECT_THAT(out_.str(), MatchesRegex("(.|\n)*node-a +READY +2 +0 +2 +cpu x2 +8 +16.0 GiB +2s ago "
+                                       "+job-1 \\(ranks 0,1\\)\n(.|\n)*"));
+  ASSERT_EQ(Run({"nodes", "-o", "json"}), 0) << err_.str();
+  // The fields scripts wait on (scripts/demo.sh): stable names, defaults included.
+  nlohmann::json json = nlohmann::json::parse(out_.str());
+  ASSERT_EQ(json["workers"].size(), 2u);
+  EXPECT_EQ(json["workers"][1]["name"], "node-b");
+  EXPECT_EQ(json["workers"][1]["state"], "WORKER_STATE_READY");
+  EXPECT_EQ(json["workers"][1]["slots_total"], 2);
+  EXPECT_EQ(json["workers"][1]["slots_used"], 0);
+  EXPECT_EQ(json["workers"][1]["slots_free"], 2);
+  EXPECT_EQ(json["workers"][0]["slots"][1]["task"]["job_id"], "job-1");
+  EXPECT_EQ(json["workers"][0]["last_heartbeat_age"], "2s");
+  ASSERT_EQ(Run({"workers", "-o", "yaml"}), 0);
+  EXPECT_EQ(YAML::Load(out_.str())["workers"][0]["slots_free"].as<int>(), 0);
+  EXPECT_EQ(fake().worker_lists, 3);
+}
+
 TEST_F(CtlAppTest, ListShowsThePendingCodeOfQueuedJobs) {
   v1::ListJobsResponse page;
   v1::Job queued = MakeJob("j-7", v1::JOB_STATE_QUEUED);
