@@ -174,15 +174,11 @@ void Coordinator::TickLocked() {
 absl::StatusOr<JobSpecInfo> Coordinator::ParseSpec(const std::string& config_yaml) const {
   absl::StatusOr<JobSpecInfo> spec = ParseJobSpec(config_yaml, options_.spec_check);
   if (!spec.ok()) return spec.status();
-  absl::MutexLock lock(&mu_);
-  int64_t cluster = options_.cluster_slots;
-  if (cluster <= 0) {
-    for (const WorkerInfo& w : scheduler_->Workers()) {
-      if (w.state != WorkerState::kLost) cluster += w.slots;
-    }
-  }
-  if (cluster > 0) {
-    absl::Status fits = CheckGangFitsCluster(spec->pipeline_stages, spec->data_parallel, cluster);
+  // Only a configured bound refuses: registered workers come and go (a pod or node that is
+  // starting, drained or lost), so a job larger than them waits in the queue instead.
+  if (options_.cluster_slots > 0) {
+    absl::Status fits = CheckGangFitsCluster(spec->pipeline_stages, spec->data_parallel,
+                                             options_.cluster_slots);
     if (!fits.ok()) return absl::InvalidArgumentError(absl::StrCat("job spec: ", fits.message()));
   }
   return spec;
@@ -349,6 +345,7 @@ JobView Coordinator::ViewOf(const JobRuntime& job) const {
   view.record = job.record;
   if (job.record.state == JobState::kQueued && !job.pending_reason.empty()) {
     view.record.state_reason = job.pending_reason;
+    view.pending_code = job.pending_code;
   }
   view.spec = job.spec;
   if (!job.ranks.empty()) {
@@ -377,6 +374,7 @@ void Coordinator::UpdateGauges() {
     ++workers[w.lost ? WorkerState::kLost : w.sink ? WorkerState::kReady : WorkerState::kDraining];
   }
   metrics_->SetWorkersByState(workers);
+  metrics_->SetJobsPending(pending_counts_);
 }
 
 }  // namespace deepnet::coordinator

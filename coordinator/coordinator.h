@@ -44,8 +44,9 @@ struct CoordinatorOptions {
   // host:port of this coordinator's Rendezvous service, as trainers reach it; may be left
   // empty and set with SetRendezvousAddress() (once the server's port is known) before Start().
   std::string rendezvous_address;
-  // When > 0: the cluster's size for the submit-time check "more ranks than the cluster could
-  // ever hold"; otherwise the slots of registered workers (no check while there are none).
+  // When > 0: the most slots the cluster can ever have; SubmitJob refuses a gang larger than
+  // this. 0: no bound; a job larger than the registered workers is queued (pending code
+  // kExceedsRegistered) and starts once enough workers join.
   int64_t cluster_slots = 0;
   JobSpecCheckOptions spec_check;
   SchedulerOptions scheduler;
@@ -118,7 +119,8 @@ class Coordinator {
 
   // --- JobService. ---
   // Parses and checks a job YAML (INVALID_ARGUMENT naming the field), including that the gang
-  // can ever fit the cluster.
+  // fits options().cluster_slots when that bound is set. The workers registered right now are no
+  // bound: a larger job waits in the queue for workers to join.
   [[nodiscard]] absl::StatusOr<JobSpecInfo> ParseSpec(const std::string& config_yaml) const;
   [[nodiscard]] absl::StatusOr<SubmitResultData> Submit(const SubmitRequestData& request);
   [[nodiscard]] absl::StatusOr<JobView> GetJob(const std::string& job_id) const;
@@ -137,6 +139,9 @@ class Coordinator {
                                                       absl::Duration timeout) const;
   [[nodiscard]] absl::StatusOr<std::vector<CheckpointView>> ListCheckpoints(
       const std::string& job_id) const;
+  // Every registered worker (ready, draining or lost), by id, with what holds each slot (every
+  // job's; callers decide who may see which).
+  std::vector<WorkerView> ListWorkers() const;
 
   // --- WorkerService. Stale epochs: ABORTED; unknown worker: NOT_FOUND. ---
   [[nodiscard]] absl::StatusOr<RegistrationResult> Register(const Registration& registration);
@@ -184,8 +189,10 @@ class Coordinator {
     std::string stop_message;
     Clock::time_point stop_deadline;
     // Why a queued job waits, recomputed by every scheduling pass; kept in memory only (a
-    // restarted coordinator recomputes it), so queueing costs no second store write.
+    // restarted coordinator recomputes it), so queueing costs no second store write. The code
+    // is unset until the first pass after the job was queued.
     std::string pending_reason;
+    std::optional<PendingCode> pending_code;
     bool reattaching = false;  // after a coordinator restart, waiting for its ranks
     Clock::time_point reattach_deadline;
     std::map<int, RankView> reattached;
@@ -250,6 +257,8 @@ class Coordinator {
   void ReleaseAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckAllRunning(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets every queued job's pending reason and code, and pending_counts_, from the scheduler.
+  void RefreshPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckJobTimers(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobView ViewOf(const JobRuntime& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -288,6 +297,8 @@ class Coordinator {
   std::map<std::string, JobRuntime> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WorkerRuntime> workers_ ABSL_GUARDED_BY(mu_);
   std::map<JobState, int64_t> state_counts_ ABSL_GUARDED_BY(mu_);
+  // Queued jobs by pending code as of the last scheduling pass (the deepnet_jobs_pending gauge).
+  std::map<PendingCode, int64_t> pending_counts_ ABSL_GUARDED_BY(mu_);
   bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string rendezvous_address_ ABSL_GUARDED_BY(mu_);

@@ -96,6 +96,8 @@ void Coordinator::SyncEvents(JobRuntime& job) {
 }
 
 void Coordinator::Enqueue(JobRuntime& job) {
+  job.pending_reason.clear();  // from an earlier stay in the queue; the next pass sets both
+  job.pending_code.reset();
   GangRequest request;
   request.job_id = job.record.id;
   request.priority = job.record.priority;
@@ -133,15 +135,21 @@ void Coordinator::RunScheduler() {
     }
     StartAttempt(*job, placement);
   }
+  RefreshPending();
+}
+
+void Coordinator::RefreshPending() {
+  pending_counts_.clear();
   for (const PendingJob& pending : scheduler_->Pending()) {
     JobRuntime* job = FindJob(pending.job_id);
     if (job == nullptr) continue;
+    ++pending_counts_[pending.code];
     if (job->record.state == JobState::kPlacing) {
       // A restarted job that does not fit now waits in the queue like any other.
       (void)Move(*job, JobState::kQueued, pending.reason);
-    } else {
-      job->pending_reason = pending.reason;
     }
+    job->pending_reason = pending.reason;
+    job->pending_code = pending.code;
   }
 }
 

@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
                  "after a restart, how long running jobs wait for their workers")
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   app.add_option("--cluster-slots", flags.cluster_slots,
-                 "slots the cluster can ever have (submit check); 0: the registered workers'")
+                 "slots the cluster can ever have: SubmitJob refuses a gang larger than this; "
+                 "0: no bound (a job larger than the registered workers queues until they join)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--max-overtakes", flags.max_overtakes,
                  "times a blocked gang may be overtaken by smaller jobs (0: strict order)")

@@ -100,6 +100,11 @@ struct CoordinatorMetrics::Impl {
                      .Help("Time the gang scheduler took for one scheduling decision.")
                      .Register(*registry)
                      .Add({}, DecisionBuckets())),
+        pending(prometheus::BuildGauge()
+                    .Name("deepnet_jobs_pending")
+                    .Help("Queued jobs by why they wait (schedulable, insufficient_slots, "
+                          "behind_job, exceeds_registered).")
+                    .Register(*registry)),
         workers(prometheus::BuildGauge()
                     .Name("deepnet_workers")
                     .Help("Registered worker daemons in each state (ready, draining, lost).")
@@ -150,6 +155,9 @@ struct CoordinatorMetrics::Impl {
     for (JobState state : AllJobStates()) {
       jobs_by_state[state] = &jobs.Add({{"state", Lower(ToString(state))}});
     }
+    for (PendingCode code : kAllPendingCodes) {
+      pending_by_code[code] = &pending.Add({{"reason", std::string(PendingCodeName(code))}});
+    }
     for (WorkerState state : kAllWorkerStates) {
       workers_by_state[state] = &workers.Add({{"state", Lower(WorkerStateName(state))}});
     }
@@ -175,6 +183,7 @@ struct CoordinatorMetrics::Impl {
   Histogram& queue_wait;
   Histogram& time_to_running;
   Histogram& decision;
+  Family<Gauge>& pending;
   Family<Gauge>& workers;
   Counter& heartbeats_missed;
   Family<Counter>& restarts;
@@ -188,6 +197,7 @@ struct CoordinatorMetrics::Impl {
   Family<Gauge>& memory_bytes;
   // Filled in the constructor, read-only afterwards.
   std::map<JobState, Gauge*> jobs_by_state;
+  std::map<PendingCode, Gauge*> pending_by_code;
   std::map<WorkerState, Gauge*> workers_by_state;
   std::map<RecoveryCause, Counter*> restarts_by_cause;
 
@@ -240,6 +250,13 @@ int CoordinatorMetrics::port() const { return impl_->port; }
 void CoordinatorMetrics::SetJobsByState(const std::map<JobState, int64_t>& counts) {
   for (const auto& [state, gauge] : impl_->jobs_by_state) {
     const auto it = counts.find(state);
+    gauge->Set(it == counts.end() ? 0.0 : static_cast<double>(it->second));
+  }
+}
+
+void CoordinatorMetrics::SetJobsPending(const std::map<PendingCode, int64_t>& counts) {
+  for (const auto& [code, gauge] : impl_->pending_by_code) {
+    const auto it = counts.find(code);
     gauge->Set(it == counts.end() ? 0.0 : static_cast<double>(it->second));
   }
 }

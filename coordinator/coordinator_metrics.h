@@ -1,7 +1,7 @@
 #pragma once
-// The coordinator's Prometheus metrics (prometheus-cpp): job and worker counts by state, queue
-// wait / time-to-running / scheduling-decision histograms, heartbeats missed, restarts by
-// cause, submissions, and per-job training gauges labelled by job. Served over HTTP on
+// The coordinator's Prometheus metrics (prometheus-cpp): job and worker counts by state, queued
+// jobs by pending reason, queue wait / time-to-running / scheduling-decision histograms,
+// heartbeats missed, restarts by cause, submissions, and per-job training gauges labelled by job. Served over HTTP on
 // /metrics (--metrics-listen) and available as text through Serialize().
 
 #include <cstddef>
@@ -63,6 +63,9 @@ class CoordinatorMetrics {
 
   // deepnet_jobs{state}: every state is exported, those missing from `counts` as 0.
   void SetJobsByState(const std::map<JobState, int64_t>& counts);
+  // deepnet_jobs_pending{reason}: queued jobs by pending code (PendingCodeName); every code is
+  // exported, those missing from `counts` as 0.
+  void SetJobsPending(const std::map<PendingCode, int64_t>& counts);
   // deepnet_workers{state}: every state is exported, those missing from `counts` as 0.
   void SetWorkersByState(const std::map<WorkerState, int64_t>& counts);
   // Submit -> first PLACING->STARTING.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/gang_types.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/job_state.h"
 #include "coordinator/job_store.h"
@@ -175,11 +176,44 @@ struct RankView {
 struct JobView {
   JobRecord record;
   JobSpecInfo spec;
+  // While QUEUED, once a scheduling pass has looked at the job: why it waits (the text is
+  // record.state_reason).
+  std::optional<PendingCode> pending_code;
   std::vector<RankView> placement;
   int64_t latest_checkpoint_step = 0;
   int64_t start_time_ms = 0;  // first RUNNING; 0 before
   int64_t end_time_ms = 0;    // terminal; 0 before
   int64_t last_event_seq = 0;
+};
+
+// The rank of a job that holds a worker's slot.
+struct SlotTaskView {
+  std::string job_id;
+  std::string owner;  // the job's owner, for the caller's access check
+  int attempt = 0;
+  int rank = 0;
+};
+
+struct SlotView {
+  SlotFacts facts;
+  bool used = false;
+  // The holder when used (a service may clear it for a caller who may not see the job).
+  std::optional<SlotTaskView> task;
+};
+
+// A registered worker daemon as ListWorkers shows it.
+struct WorkerView {
+  std::string id;  // the name it registered under
+  // kReady: session open; kDraining: registered without a session (keeps its ranks, takes no
+  // new ones); kLost: its heartbeat lease ran out.
+  WorkerState state = WorkerState::kReady;
+  HostFacts host;
+  std::vector<SlotView> slots;  // by slot index
+  int slots_used = 0;
+  // Slots no rank holds; 0 while lost (its slots count for nothing then).
+  int slots_free = 0;
+  // Since the coordinator last heard from it (registration, heartbeat or report).
+  int64_t heartbeat_age_ms = 0;
 };
 
 struct CheckpointView {

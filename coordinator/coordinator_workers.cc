@@ -67,6 +67,7 @@ absl::StatusOr<RegistrationResult> Coordinator::Register(const Registration& reg
   }
   // No placements until its session is open (a gang must not land on a worker it cannot reach).
   (void)scheduler_->UpdateWorkerState(id, WorkerState::kDraining);
+  schedule_dirty_ = true;  // pending reasons count it (and its slots, if it was lost)
   worker.epoch = *epoch;
   worker.host = registration.host;
   worker.slots = registration.slots;
@@ -125,6 +126,7 @@ void Coordinator::DetachSession(const std::string& worker_id, int64_t epoch,
   it->second.sink = nullptr;
   // Its ranks keep running; it takes no new ones until it is back (or its lease runs out).
   if (!it->second.lost) (void)scheduler_->UpdateWorkerState(worker_id, WorkerState::kDraining);
+  schedule_dirty_ = true;
 }
 
 void Coordinator::SendCancel(const std::string& worker_id, const CancellationCommand& command) {
@@ -345,6 +347,7 @@ void Coordinator::LoseWorker(WorkerRuntime& worker, const std::string& why) {
   absl::StatusOr<std::vector<LostRanks>> lost =
       scheduler_->UpdateWorkerState(worker.id, WorkerState::kLost);
   if (lost.ok()) HandleLostRanks(*lost, worker.id, why);
+  schedule_dirty_ = true;  // queued jobs' reasons change even when it held no rank
   // Jobs waiting to re-adopt ranks there will not get them back.
   for (auto& [id, job] : jobs_) {
     for (auto it = job.reattached.begin(); it != job.reattached.end();) {

@@ -253,7 +253,7 @@ std::vector<PendingJob> GangScheduler::Pending() const {
              p.blocking_job_id = blocker->request.job_id;
              break;
            case Verdict::kExceeds:
-             p.code = PendingCode::kExceedsCluster;
+             p.code = PendingCode::kExceedsRegistered;
              break;
          }
          p.reason = Reason(job, verdict, blocker, free);
@@ -262,17 +262,31 @@ std::vector<PendingJob> GangScheduler::Pending() const {
   return pending;
 }
 
+std::string GangScheduler::ClusterText(int64_t free) const {
+  const int64_t ready = pool_.workers_in(WorkerState::kReady);
+  const int64_t draining = pool_.workers_in(WorkerState::kDraining);
+  const int64_t lost = pool_.workers_in(WorkerState::kLost);
+  if (ready + draining + lost == 0) return "no worker is registered";
+  std::string text = ready == 0 ? std::string("no worker is ready")
+                                : absl::StrCat(Count(ready, "worker"), " ready with ",
+                                               Count(pool_.ready_slots(), "slot"), ", ", free,
+                                               " free");
+  if (draining + lost > 0) {
+    absl::StrAppend(&text, " (", draining, " draining, ", lost, " lost)");
+  }
+  return text;
+}
+
 std::string GangScheduler::Reason(const Queued& job, Verdict verdict, const Queued* blocker,
                                   int64_t free) const {
   const std::string gang = GangText(job.request, job.ranks);
   switch (verdict) {
     case Verdict::kPlace:
-      return absl::StrCat("fits: ", gang, ", ", free,
-                          " free on ready workers; the next scheduling pass places it");
+      return absl::StrCat("fits: ", gang, "; ", ClusterText(free),
+                          "; the next scheduling pass places it");
     case Verdict::kInsufficient: {
-      std::string reason =
-          absl::StrCat(gang, ", ", free, " free on ready workers (largest free worker has ",
-                       pool_.largest_free(), ")");
+      std::string reason = absl::StrCat("waiting for free slots: ", gang, "; ", ClusterText(free),
+                                        " (largest free worker has ", pool_.largest_free(), ")");
       if (options_.max_overtakes > 0) {
         absl::StrAppend(&reason, "; overtaken ", job.overtakes, " of at most ",
                         options_.max_overtakes, " times");
@@ -289,18 +303,13 @@ std::string GangScheduler::Reason(const Queued& job, Verdict verdict, const Queu
           options_.max_overtakes == 0
               ? std::string("strict queue order")
               : absl::StrCat("it has been overtaken ", options_.max_overtakes, " times, the limit");
-      return absl::StrCat("fits (", gang, ", ", free, " free) but waits behind ", which, ", which ",
-                          GangText(b, blocker->ranks), " (", policy, ")");
+      return absl::StrCat("waiting behind ", which, ", which ", GangText(b, blocker->ranks), " (",
+                          policy, "); this job fits: ", gang, ", ", free, " free");
     }
     case Verdict::kExceeds:
-      return absl::StrCat(gang, ", but ready workers have only ", pool_.ready_slots(),
-                          " slots in total: waits for more workers to join");
+      return absl::StrCat("waiting for workers to join: ", gang, "; ", ClusterText(free));
   }
   return "unknown";
-}
-
-absl::Status GangScheduler::CheckCanEverFit(const GangRequest& request) const {
-  return CheckGangFitsCluster(request.pipeline_stages, request.data_parallel, pool_.live_slots());
 }
 
 std::optional<Placement> GangScheduler::FindPlacement(absl::string_view job_id) const {

@@ -58,8 +58,9 @@ class GangScheduler {
 
   // Queues a job. INVALID_ARGUMENT naming the field for an empty job_id or a non-positive or
   // oversized parallel.pipeline_stages / parallel.data_parallel; ALREADY_EXISTS when the job is
-  // queued or placed. A job larger than the cluster is queued (workers may join); reject it at
-  // submit time with CheckCanEverFit().
+  // queued or placed. A job larger than all ready workers is queued (workers may join; its
+  // pending code is kExceedsRegistered); only a configured cluster bound may reject it at submit
+  // time (CheckGangFitsCluster).
   [[nodiscard]] absl::Status Enqueue(const GangRequest& request);
   // Removes a queued job. NOT_FOUND if it is not queued (FAILED_PRECONDITION if it is placed:
   // stop its ranks, then Release it).
@@ -80,11 +81,6 @@ class GangScheduler {
   // Every queued job, in scheduling order, with the reason it is not placed. Computed from the
   // current state as if Schedule() ran now (kSchedulable: the next Schedule() places it). O(jobs).
   std::vector<PendingJob> Pending() const;
-
-  // Submit-time check against the slots of ready and draining workers (see
-  // CheckGangFitsCluster). A coordinator that accepts jobs before workers register should check
-  // against its configured capacity instead.
-  [[nodiscard]] absl::Status CheckCanEverFit(const GangRequest& request) const;
 
   std::optional<Placement> FindPlacement(absl::string_view job_id) const;
   std::optional<WorkerInfo> FindWorker(absl::string_view worker_id) const {
@@ -134,6 +130,8 @@ class GangScheduler {
   template <typename OnJob>
   PassResult Pass(bool stop_early, OnJob&& on_job) const;
   std::string Reason(const Queued& job, Verdict verdict, const Queued* blocker, int64_t free) const;
+  // "2 workers ready with 4 slots, 3 free (1 draining, 0 lost)", with `free` as given.
+  std::string ClusterText(int64_t free) const;
   // Id and sizes valid and the id unused (the checks Enqueue and RestorePlacement share).
   [[nodiscard]] absl::Status CheckRequest(const GangRequest& request) const;
   std::vector<LostRanks> MarkLost(const std::vector<WorkerPool::SlotOwner>& owners);

@@ -24,8 +24,8 @@ absl::string_view PendingCodeName(PendingCode code) {
       return "insufficient_slots";
     case PendingCode::kBehindJob:
       return "behind_job";
-    case PendingCode::kExceedsCluster:
-      return "exceeds_cluster";
+    case PendingCode::kExceedsRegistered:
+      return "exceeds_registered";
   }
   return "unknown";
 }
@@ -56,7 +56,7 @@ absl::Status CheckGangFitsCluster(int64_t pipeline_stages, int64_t data_parallel
     return absl::InvalidArgumentError(
         absl::StrCat("parallel.pipeline_stages x parallel.data_parallel = ", pipeline_stages, " x ",
                      data_parallel, " = ", ranks, " ranks, but the cluster has only ",
-                     cluster_slots, " slots in total: the job could never run"));
+                     cluster_slots, " slots in total (--cluster-slots): the job could never run"));
   }
   return absl::OkStatus();
 }

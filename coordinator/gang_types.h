@@ -70,13 +70,19 @@ struct LostRanks {
   std::vector<int> ranks;
 };
 
+// Why a queued job is not placed: a bounded code (API enum, metric label) next to the text.
 enum class PendingCode {
   kSchedulable,        // Fits now; the next Schedule() places it.
   kInsufficientSlots,  // Fewer free slots on ready workers than the gang needs.
   kBehindJob,          // Would fit, but holds back for an earlier job (head-of-line policy).
-  kExceedsCluster,     // Needs more slots than all ready workers have, busy or not.
+  kExceedsRegistered,  // Needs more slots than all ready workers have, busy or not: it waits
+                       // for workers to join (or come back).
 };
+// "schedulable", "insufficient_slots", "behind_job", "exceeds_registered" (the metric label).
 absl::string_view PendingCodeName(PendingCode code);
+inline constexpr PendingCode kAllPendingCodes[] = {
+    PendingCode::kSchedulable, PendingCode::kInsufficientSlots, PendingCode::kBehindJob,
+    PendingCode::kExceedsRegistered};
 
 // Why a queued job is not running, for GetJob/ListJobs and the pending-jobs metric.
 struct PendingJob {
@@ -84,8 +90,9 @@ struct PendingJob {
   // 0-based position in scheduling order (priority, then submit_seq).
   int queue_position = 0;
   PendingCode code = PendingCode::kSchedulable;
-  // Human-readable, e.g. "needs 128 slots (16 pipeline stages x 8 data-parallel), 96 free on
-  // ready workers (largest free worker has 8)".
+  // Human-readable, saying what the job waits for first, e.g. "waiting for free slots: needs
+  // 128 slots (16 pipeline stages x 8 data-parallel); 16 workers ready with 128 slots, 96 free
+  // (largest free worker has 8)".
   std::string reason;
   // For kBehindJob: the job it waits for; empty otherwise.
   std::string blocking_job_id;
@@ -99,9 +106,12 @@ struct SchedulerOptions {
 };
 [[nodiscard]] absl::Status Validate(const SchedulerOptions& options);
 
-// Submit-time check: OK when a gang of pipeline_stages x data_parallel ranks could ever run on a
-// cluster of cluster_slots slots; INVALID_ARGUMENT naming parallel.pipeline_stages and
+// Submit-time check against a configured cluster size (the coordinator's --cluster-slots): OK
+// when a gang of pipeline_stages x data_parallel ranks could ever run on a cluster of
+// cluster_slots slots; INVALID_ARGUMENT naming parallel.pipeline_stages and
 // parallel.data_parallel when a size is not positive or the gang is larger than the cluster.
+// Never use the slots registered at the moment: workers come and go, and a job larger than
+// them waits in the queue (PendingCode::kExceedsRegistered).
 [[nodiscard]] absl::Status CheckGangFitsCluster(int64_t pipeline_stages, int64_t data_parallel,
                                                 int64_t cluster_slots);
 

@@ -261,4 +261,21 @@ grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,
+                                         const v1::ListWorkersRequest* /*request*/,
+                                         v1::ListWorkersResponse* response) {
+  absl::StatusOr<Principal> principal = Admit(context, "");
+  if (!principal.ok()) return ToGrpc(principal.status());
+  for (WorkerView& worker : coordinator_.ListWorkers()) {
+    for (SlotView& slot : worker.slots) {
+      if (slot.task.has_value() &&
+          !CheckJobAccess(*principal, slot.task->owner, slot.task->job_id).ok()) {
+        slot.task.reset();  // still shown as used, without the job
+      }
+    }
+    *response->add_workers() = ToProto(worker);
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace deepnet::coordinator

@@ -9,7 +9,8 @@ namespace deepnet::coordinator {
 // deepnet.v1.JobService over the Coordinator (synchronous gRPC API: the two server streams
 // hold a thread each while they wait, which is fine for the hundreds of watchers a cluster
 // has). Every call authenticates its bearer token first; calls on a job check that the
-// caller owns it (or is an admin). Thread-safe.
+// caller owns it (or is an admin); ListWorkers shows which job holds a slot only where the
+// caller may see that job. Thread-safe.
 class JobServiceImpl final : public v1::JobService::Service {
  public:
   JobServiceImpl(Coordinator& coordinator, const Authenticator& auth)
@@ -31,6 +32,8 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status ListCheckpoints(grpc::ServerContext* context,
                                const v1::ListCheckpointsRequest* request,
                                v1::ListCheckpointsResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
+                           v1::ListWorkersResponse* response) override;
 
  private:
   // Authenticates the caller and, when job_id is set, checks access to that job, whose view

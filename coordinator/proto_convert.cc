@@ -72,6 +72,25 @@ v1::RecoveryCause ToProto(RecoveryCause cause) {
   return v1::RECOVERY_CAUSE_UNSPECIFIED;
 }
 
+v1::PendingCode ToProto(PendingCode code) {
+  switch (code) {
+    case PendingCode::kSchedulable: return v1::PENDING_CODE_SCHEDULABLE;
+    case PendingCode::kInsufficientSlots: return v1::PENDING_CODE_INSUFFICIENT_SLOTS;
+    case PendingCode::kBehindJob: return v1::PENDING_CODE_BEHIND_JOB;
+    case PendingCode::kExceedsRegistered: return v1::PENDING_CODE_EXCEEDS_REGISTERED;
+  }
+  return v1::PENDING_CODE_UNSPECIFIED;
+}
+
+v1::WorkerState ToProto(WorkerState state) {
+  switch (state) {
+    case WorkerState::kReady: return v1::WORKER_STATE_READY;
+    case WorkerState::kDraining: return v1::WORKER_STATE_DRAINING;
+    case WorkerState::kLost: return v1::WORKER_STATE_LOST;
+  }
+  return v1::WORKER_STATE_UNSPECIFIED;
+}
+
 void FillSpec(const JobSpecInfo& spec, v1::JobSpec* out) {
   out->set_name(spec.name);
   out->set_pipeline_stages(spec.pipeline_stages);
@@ -100,6 +119,9 @@ v1::Job ToProto(const JobView& job) {
   if (r.state == JobState::kQueued || r.state == JobState::kPlacing) {
     out.set_pending_reason(r.state_reason);
   }
+  if (r.state == JobState::kQueued && job.pending_code.has_value()) {
+    out.set_pending_code(ToProto(*job.pending_code));
+  }
   out.set_message(r.state_reason);
   out.set_attempt(r.attempt);
   out.set_restarts(r.restarts);
@@ -118,6 +140,44 @@ v1::Job ToProto(const JobView& job) {
   if (job.start_time_ms > 0) SetTime(job.start_time_ms, out.mutable_start_time());
   if (job.end_time_ms > 0) SetTime(job.end_time_ms, out.mutable_end_time());
   SetTime(r.updated_ms, out.mutable_update_time());
+  return out;
+}
+
+v1::Worker ToProto(const WorkerView& w) {
+  v1::Worker out;
+  out.set_name(w.id);
+  out.set_worker_id(w.id);
+  out.set_state(ToProto(w.state));
+  out.set_slots_total(static_cast<int32_t>(w.slots.size()));
+  out.set_slots_used(w.slots_used);
+  out.set_slots_free(w.slots_free);
+  for (const SlotView& s : w.slots) {
+    v1::SlotStatus* slot = out.add_slots();
+    slot->set_index(s.facts.index);
+    slot->set_kind(s.facts.cuda ? v1::DEVICE_KIND_CUDA : v1::DEVICE_KIND_CPU);
+    slot->set_device_index(s.facts.device_index);
+    if (s.facts.cuda && s.facts.device_index >= 0 &&
+        s.facts.device_index < static_cast<int>(w.host.gpu_names.size())) {
+      slot->set_device_name(w.host.gpu_names[static_cast<size_t>(s.facts.device_index)]);
+    }
+    slot->set_used(s.used);
+    if (s.task.has_value()) {
+      v1::SlotTask* task = slot->mutable_task();
+      task->set_job_id(s.task->job_id);
+      task->set_attempt(s.task->attempt);
+      task->set_rank(s.task->rank);
+    }
+  }
+  // Built by hand: the age is bounded by the coordinator's uptime, never out of Duration's range.
+  out.mutable_last_heartbeat_age()->set_seconds(w.heartbeat_age_ms / 1000);
+  out.mutable_last_heartbeat_age()->set_nanos(static_cast<int32_t>(w.heartbeat_age_ms % 1000) *
+                                              1000000);
+  out.set_hostname(w.host.hostname);
+  out.set_address(w.host.address);
+  out.set_cpu_count(w.host.cpu_count);
+  out.set_memory_bytes(w.host.memory_bytes);
+  for (const std::string& name : w.host.gpu_names) out.add_gpu_names(name);
+  out.set_version(w.host.version);
   return out;
 }
 

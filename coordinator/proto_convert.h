@@ -12,11 +12,15 @@ v1::JobState ToProto(JobState state);
 // JOB_STATE_UNSPECIFIED and unknown values: INVALID_ARGUMENT naming `field`.
 absl::StatusOr<JobState> FromProto(v1::JobState state, const std::string& field);
 v1::RecoveryCause ToProto(RecoveryCause cause);
+v1::PendingCode ToProto(PendingCode code);
+v1::WorkerState ToProto(WorkerState state);
 
 v1::Job ToProto(const JobView& job);
 v1::JobEvent ToProto(const JobEventView& event);
 v1::MetricPoint ToProto(const MetricSample& point);
 v1::Checkpoint ToProto(const CheckpointView& checkpoint);
+// SlotStatus.task is set where the view's slot has a task (clear it first to hide the job).
+v1::Worker ToProto(const WorkerView& worker);
 // The parsed spec fields of JobSpec (config_yaml left to the caller).
 void FillSpec(const JobSpecInfo& spec, v1::JobSpec* out);
 

@@ -81,6 +81,7 @@ std::vector<WorkerPool::SlotOwner> WorkerPool::EmptySlots(Worker& w) {
 void WorkerPool::Account(int worker, int sign) {
   const Worker& w = workers_[worker];
   const int64_t slots = static_cast<int64_t>(w.owner.size());
+  workers_in_state_[static_cast<int>(w.state)] += sign;
   switch (w.state) {
     case WorkerState::kReady:
       ready_slots_ += sign * slots;

@@ -64,6 +64,10 @@ class WorkerPool {
   int64_t ready_slots() const { return ready_slots_; }
   // All slots on ready or draining workers: what the cluster could hold once jobs finish.
   int64_t live_slots() const { return live_slots_; }
+  // Registered workers in `state`.
+  int64_t workers_in(WorkerState state) const {
+    return workers_in_state_[static_cast<int>(state)];
+  }
   // Most free slots on one ready worker; 0 when none has any.
   int largest_free() const { return by_free_.empty() ? 0 : by_free_.rbegin()->first; }
 
@@ -94,6 +98,7 @@ class WorkerPool {
   int64_t free_ready_ = 0;
   int64_t ready_slots_ = 0;
   int64_t live_slots_ = 0;
+  int64_t workers_in_state_[3] = {0, 0, 0};  // [WorkerState]
 };
 
 }  // namespace deepnet::coordinator

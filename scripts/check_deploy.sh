@@ -28,6 +28,7 @@ MODE=all
 # panels silently empty.
 METRICS=(
   deepnet_jobs                          # gauge {state}
+  deepnet_jobs_pending                  # gauge {reason}
   deepnet_job_queue_wait_seconds        # histogram
   deepnet_job_time_to_running_seconds   # histogram
   deepnet_scheduler_decision_seconds    # histogram

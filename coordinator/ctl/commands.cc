@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/ctl/exit_codes.h"
 #include "coordinator/ctl/format.h"
+#include "coordinator/ctl/worker_table.h"
 #include "proto/rpc/rpc_util.h"
 
 namespace deepnet::ctl {
@@ -125,6 +126,18 @@ int RunCheckpoints(const std::string& job_id, const CommandContext& ctx) {
   if (!status.ok()) return Fail(status, ctx);
   if (ctx.format == OutputFormat::kTable) {
     PrintCheckpointTable(response, *ctx.out);
+  } else {
+    PrintStructured(response, ctx.format, *ctx.out);
+  }
+  return kExitOk;
+}
+
+int RunWorkers(const CommandContext& ctx) {
+  v1::ListWorkersResponse response;
+  const grpc::Status status = ctx.client->ListWorkers(&response);
+  if (!status.ok()) return Fail(status, ctx);
+  if (ctx.format == OutputFormat::kTable) {
+    PrintWorkerTable(response, *ctx.out);
   } else {
     PrintStructured(response, ctx.format, *ctx.out);
   }

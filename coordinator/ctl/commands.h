@@ -64,5 +64,6 @@ struct MetricsArgs {
 [[nodiscard]] int RunCheckpoints(const std::string& job_id, const CommandContext& ctx);
 [[nodiscard]] int RunWatch(const std::string& job_id, const CommandContext& ctx);
 [[nodiscard]] int RunMetrics(const MetricsArgs& args, const CommandContext& ctx);
+[[nodiscard]] int RunWorkers(const CommandContext& ctx);
 
 }  // namespace deepnet::ctl

@@ -151,6 +151,10 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
       ->check(CLI::NonNegativeNumber);
   metrics->add_flag("--live-only", metrics_args.live_only, "Only points reported from now on");
 
+  CLI::App* workers = app.add_subcommand(
+      "workers", "List worker daemons: state, slots used/free, devices, jobs, last heartbeat");
+  workers->alias("nodes");
+
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
   try {
@@ -222,6 +226,7 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
   if (checkpoints->parsed()) return RunCheckpoints(job_id, ctx);
   if (watch->parsed()) return RunWatch(job_id, ctx);
   if (metrics->parsed()) return RunMetrics(metrics_args, ctx);
+  if (workers->parsed()) return RunWorkers(ctx);
   return UsageError("no command given", env);
 }
 

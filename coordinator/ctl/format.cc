@@ -65,6 +65,15 @@ std::string StateName(v1::JobState state) {
   return StripPrefix(v1::JobState_Name(state), "JOB_STATE_");
 }
 
+std::string WorkerStateName(v1::WorkerState state) {
+  return StripPrefix(v1::WorkerState_Name(state), "WORKER_STATE_");
+}
+
+std::string PendingCodeName(v1::PendingCode code) {
+  if (code == v1::PENDING_CODE_UNSPECIFIED) return "";
+  return absl::AsciiStrToLower(StripPrefix(v1::PendingCode_Name(code), "PENDING_CODE_"));
+}
+
 std::string CauseName(v1::RecoveryCause cause) {
   if (cause == v1::RECOVERY_CAUSE_UNSPECIFIED) return "";
   std::string name =

@@ -25,6 +25,11 @@ std::string FormatCount(double value);
 
 // "RUNNING" for JOB_STATE_RUNNING (the enum name without its prefix).
 std::string StateName(v1::JobState state);
+// "READY" for WORKER_STATE_READY.
+std::string WorkerStateName(v1::WorkerState state);
+// "exceeds_registered" for PENDING_CODE_EXCEEDS_REGISTERED (the coordinator's metric label);
+// "" for UNSPECIFIED.
+std::string PendingCodeName(v1::PendingCode code);
 // "rank exit", "worker lost", "hang", "start timeout"; "" for UNSPECIFIED.
 std::string CauseName(v1::RecoveryCause cause);
 // "cpu", "cuda"; "" for UNSPECIFIED.

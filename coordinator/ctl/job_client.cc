@@ -66,6 +66,13 @@ grpc::Status JobClient::ListCheckpoints(const std::string& job_id,
   });
 }
 
+grpc::Status JobClient::ListWorkers(v1::ListWorkersResponse* response) {
+  return WithRetry([&](grpc::ClientContext* context) {
+    response->Clear();
+    return stub_->ListWorkers(context, v1::ListWorkersRequest(), response);
+  });
+}
+
 grpc::Status JobClient::ListAll(v1::ListJobsRequest request, int limit,
                                 v1::ListJobsResponse* response) {
   response->Clear();

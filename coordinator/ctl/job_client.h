@@ -41,6 +41,7 @@ class JobClient {
   grpc::Status Get(const std::string& job_id, v1::Job* job);
   grpc::Status Cancel(const v1::CancelJobRequest& request, v1::Job* job);
   grpc::Status ListCheckpoints(const std::string& job_id, v1::ListCheckpointsResponse* response);
+  grpc::Status ListWorkers(v1::ListWorkersResponse* response);
   // Follows next_page_token from `request` until the last page or until `limit` jobs were
   // collected (0: no limit); `response` gets the jobs of every page and an empty token (or the
   // token of the next page when `limit` cut the listing short).

@@ -163,11 +163,14 @@ void Table::Print(std::ostream& out) const {
 }
 
 void PrintJobTable(const std::vector<const v1::Job*>& jobs, int64_t now_s, std::ostream& out) {
-  Table table({"JOB ID", "NAME", "OWNER", "STATE", "STEP", "ATTEMPT", "CREATED", "RUNTIME"});
+  Table table({"JOB ID", "NAME", "OWNER", "STATE", "REASON", "STEP", "ATTEMPT", "CREATED",
+               "RUNTIME"});
   for (const v1::Job* job : jobs) {
+    const std::string reason = PendingCodeName(job->pending_code());
     table.AddRow({job->job_id(), job->spec().name().empty() ? "-" : job->spec().name(),
-                  job->owner(), StateText(*job), Progress(*job), absl::StrCat(job->attempt()),
-                  FormatTimestamp(job->create_time()), Runtime(*job, now_s)});
+                  job->owner(), StateText(*job), reason.empty() ? "-" : reason, Progress(*job),
+                  absl::StrCat(job->attempt()), FormatTimestamp(job->create_time()),
+                  Runtime(*job, now_s)});
   }
   table.Print(out);
 }
@@ -178,7 +181,11 @@ void PrintJobDetail(const v1::Job& job, int64_t now_s, std::ostream& out) {
   fields.AddRow({"Name:", spec.name().empty() ? "-" : spec.name()});
   fields.AddRow({"Owner:", job.owner()});
   fields.AddRow({"State:", StateText(job)});
-  if (!job.pending_reason().empty()) fields.AddRow({"Pending:", job.pending_reason()});
+  if (!job.pending_reason().empty()) {
+    const std::string code = PendingCodeName(job.pending_code());
+    fields.AddRow({"Pending:", code.empty() ? job.pending_reason()
+                                            : absl::StrCat(job.pending_reason(), " (", code, ")")});
+  }
   if (!job.message().empty()) fields.AddRow({"Message:", job.message()});
   if (job.recovery_cause() != 0 && job.state() != v1::JOB_STATE_RECOVERING) {
     fields.AddRow({"Last recovery:", CauseName(job.recovery_cause())});

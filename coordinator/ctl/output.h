@@ -40,7 +40,8 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// Jobs as a table (one row per job); `now_s` (Unix seconds) ends the RUNTIME of running jobs.
+// Jobs as a table (one row per job); REASON is a queued job's pending code ("-" otherwise);
+// `now_s` (Unix seconds) ends the RUNTIME of running jobs.
 void PrintJobTable(const std::vector<const v1::Job*>& jobs, int64_t now_s, std::ostream& out);
 // One job, field by field, with its placement.
 void PrintJobDetail(const v1::Job& job, int64_t now_s, std::ostream& out);

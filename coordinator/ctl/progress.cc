@@ -161,6 +161,9 @@ std::string DescribeSnapshot(const v1::Job& job) {
   if (job.state() == v1::JOB_STATE_RECOVERING && job.recovery_cause() != 0) {
     absl::StrAppend(&text, " (", CauseName(job.recovery_cause()), ")");
   }
+  if (job.pending_code() != v1::PENDING_CODE_UNSPECIFIED) {
+    absl::StrAppend(&text, " (", PendingCodeName(job.pending_code()), ")");
+  }
   absl::StrAppend(&text, ", step ", job.step());
   if (job.spec().max_steps() > 0) absl::StrAppend(&text, "/", job.spec().max_steps());
   if (job.attempt() > 0) absl::StrAppend(&text, ", attempt ", job.attempt());

@@ -42,7 +42,8 @@ std::string RenderProgressLine(const ProgressView& view, int width, bool with_ba
 std::string DescribeEvent(const v1::JobEvent& event);
 
 // One line for the snapshot a watch starts with, e.g. "job j-000042 (wmt) RUNNING, step
-// 450/1000, attempt 2" plus the pending reason or message when set.
+// 450/1000, attempt 2" plus the pending reason or message when set; a queued job's pending code
+// follows its state ("QUEUED (exceeds_registered)").
 std::string DescribeSnapshot(const v1::Job& job);
 
 }  // namespace deepnet::ctl

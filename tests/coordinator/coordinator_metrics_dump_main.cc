@@ -15,6 +15,7 @@ int main() {
   CoordinatorMetrics& m = **metrics;
   m.SetJobsByState({{JobState::kQueued, 3}, {JobState::kRunning, 2}, {JobState::kFailed, 1}});
   m.SetWorkersByState({{WorkerState::kReady, 2}, {WorkerState::kLost, 1}});
+  m.SetJobsPending({{PendingCode::kInsufficientSlots, 2}, {PendingCode::kExceedsRegistered, 1}});
   m.ObserveQueueWait(42.5);
   m.ObserveTimeToRunning(61.0);
   m.ObserveSchedulingDecision(0.0031);

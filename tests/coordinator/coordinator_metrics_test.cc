@@ -64,6 +64,23 @@ TEST(CoordinatorMetricsTest, ExportsEveryStateIncludingZero) {
   EXPECT_THAT(metrics->Serialize(), HasSubstr("deepnet_jobs{state=\"queued\"} 0"));
 }
 
+TEST(CoordinatorMetricsTest, ExportsEveryPendingReasonIncludingZero) {
+  auto metrics = MakeMetrics();
+  ASSERT_NE(metrics, nullptr);
+  std::string text = metrics->Serialize();
+  for (const char* reason :
+       {"schedulable", "insufficient_slots", "behind_job", "exceeds_registered"}) {
+    EXPECT_THAT(text, HasSubstr("deepnet_jobs_pending{reason=\"" + std::string(reason) + "\"} 0"));
+  }
+  metrics->SetJobsPending({{PendingCode::kExceedsRegistered, 2}});
+  EXPECT_THAT(metrics->Serialize(),
+              HasSubstr("deepnet_jobs_pending{reason=\"exceeds_registered\"} 2"));
+  metrics->SetJobsPending({{PendingCode::kBehindJob, 1}});
+  text = metrics->Serialize();
+  EXPECT_THAT(text, HasSubstr("deepnet_jobs_pending{reason=\"exceeds_registered\"} 0"));
+  EXPECT_THAT(text, HasSubstr("deepnet_jobs_pending{reason=\"behind_job\"} 1"));
+}
+
 TEST(CoordinatorMetricsTest, CountersAndHistogramsAppear) {
   auto metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);

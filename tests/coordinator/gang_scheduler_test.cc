@@ -173,7 +173,7 @@ TEST(GangSchedulerTest, StrictOrderHoldsSmallJobsBehindABlockedHead) {
   EXPECT_EQ(pending[1].queue_position, 1);
   EXPECT_EQ(pending[1].code, PendingCode::kBehindJob);
   EXPECT_EQ(pending[1].blocking_job_id, "head");
-  EXPECT_THAT(pending[1].reason, HasSubstr("waits behind higher-priority job head"));
+  EXPECT_THAT(pending[1].reason, HasSubstr("waiting behind higher-priority job head"));
 
   ASSERT_TRUE(s->Release("running").ok());
   EXPECT_THAT(Ids(s->Schedule()), ElementsAre("head", "small"));
@@ -216,20 +216,41 @@ TEST(GangSchedulerTest, PendingReasonsNameSlotsFreeAndLargestWorker) {
   const std::vector<PendingJob> pending = s->Pending();
   ASSERT_EQ(pending.size(), 3u);
   EXPECT_EQ(pending[0].job_id, "huge");
-  EXPECT_EQ(pending[0].code, PendingCode::kExceedsCluster);
+  EXPECT_EQ(pending[0].code, PendingCode::kExceedsRegistered);
   EXPECT_EQ(pending[0].reason,
-            "needs 130 slots (13 pipeline stages x 10 data-parallel), but ready workers have "
-            "only 128 slots in total: waits for more workers to join");
+            "waiting for workers to join: needs 130 slots (13 pipeline stages x 10 "
+            "data-parallel); 16 workers ready with 128 slots, 96 free");
   EXPECT_EQ(pending[1].job_id, "j-12");
   EXPECT_EQ(pending[1].code, PendingCode::kInsufficientSlots);
   EXPECT_EQ(pending[1].reason,
-            "needs 128 slots (16 pipeline stages x 8 data-parallel), 96 free on ready workers "
-            "(largest free worker has 8)");
+            "waiting for free slots: needs 128 slots (16 pipeline stages x 8 data-parallel); 16 "
+            "workers ready with 128 slots, 96 free (largest free worker has 8)");
   EXPECT_EQ(pending[2].code, PendingCode::kBehindJob);
   EXPECT_EQ(pending[2].reason,
-            "fits (needs 1 slot (1 pipeline stage x 1 data-parallel), 96 free) but waits "
-            "behind higher-priority job j-12 (priority 5), which needs 128 slots (16 pipeline "
-            "stages x 8 data-parallel) (strict queue order)");
+            "waiting behind higher-priority job j-12 (priority 5), which needs 128 slots (16 "
+            "pipeline stages x 8 data-parallel) (strict queue order); this job fits: needs 1 "
+            "slot (1 pipeline stage x 1 data-parallel), 96 free");
+}
+
+TEST(GangSchedulerTest, PendingReasonCountsWorkersThatAreNotReady) {
+  auto s = MakeScheduler();
+  ASSERT_TRUE(s->Enqueue(Gang("job", 2, 2)).ok());
+  EXPECT_EQ(s->Pending()[0].reason,
+            "waiting for workers to join: needs 4 slots (2 pipeline stages x 2 data-parallel); "
+            "no worker is registered");
+  AddWorkers(*s, 3, 2);
+  ASSERT_TRUE(s->UpdateWorkerState("w0", WorkerState::kDraining).ok());
+  ASSERT_TRUE(s->UpdateWorkerState("w1", WorkerState::kLost).ok());
+  EXPECT_EQ(s->Pending()[0].code, PendingCode::kExceedsRegistered);
+  EXPECT_EQ(s->Pending()[0].reason,
+            "waiting for workers to join: needs 4 slots (2 pipeline stages x 2 data-parallel); "
+            "1 worker ready with 2 slots, 2 free (1 draining, 1 lost)");
+  ASSERT_TRUE(s->UpdateWorkerState("w2", WorkerState::kDraining).ok());
+  EXPECT_THAT(s->Pending()[0].reason, HasSubstr("; no worker is ready (2 draining, 1 lost)"));
+  ASSERT_TRUE(s->UpdateWorkerState("w0", WorkerState::kReady).ok());
+  ASSERT_TRUE(s->UpdateWorkerState("w2", WorkerState::kReady).ok());
+  EXPECT_EQ(s->Pending()[0].code, PendingCode::kSchedulable);
+  EXPECT_THAT(s->Pending()[0].reason, HasSubstr("fits: needs 4 slots"));
 }
 
 TEST(GangSchedulerTest, PendingSaysSchedulableBeforeSchedulingRuns) {
@@ -241,7 +262,7 @@ TEST(GangSchedulerTest, PendingSaysSchedulableBeforeSchedulingRuns) {
   ASSERT_EQ(pending.size(), 2u);
   EXPECT_EQ(pending[0].code, PendingCode::kSchedulable);
   EXPECT_EQ(pending[1].code, PendingCode::kInsufficientSlots);  // After a takes 3 of 4.
-  EXPECT_THAT(pending[1].reason, HasSubstr("1 free on ready workers"));
+  EXPECT_THAT(pending[1].reason, HasSubstr("1 worker ready with 4 slots, 1 free"));
 }
 
 TEST(GangSchedulerTest, JobLargerThanReadyWorkersDoesNotBlockTheQueue) {
@@ -250,23 +271,7 @@ TEST(GangSchedulerTest, JobLargerThanReadyWorkersDoesNotBlockTheQueue) {
   ASSERT_TRUE(s->Enqueue(Gang("too-big", 3, 3, 9, 0)).ok());
   ASSERT_TRUE(s->Enqueue(Gang("fits", 1, 2, 0, 1)).ok());
   EXPECT_THAT(Ids(s->Schedule()), ElementsAre("fits"));
-  EXPECT_EQ(PendingOf(s->Pending(), "too-big").code, PendingCode::kExceedsCluster);
-}
-
-TEST(GangSchedulerTest, CheckCanEverFitRejectsGangLargerThanTheCluster) {
-  auto s = MakeScheduler();
-  AddWorkers(*s, 16, 8);
-  EXPECT_TRUE(s->CheckCanEverFit(Gang("ok", 16, 8)).ok());
-  const absl::Status too_big = s->CheckCanEverFit(Gang("x", 13, 10));
-  EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(too_big.message(),
-            "parallel.pipeline_stages x parallel.data_parallel = 13 x 10 = 130 ranks, but the "
-            "cluster has only 128 slots in total: the job could never run");
-  // Draining workers still count: their slots come back once their jobs end.
-  ASSERT_TRUE(s->UpdateWorkerState("w0", WorkerState::kDraining).ok());
-  EXPECT_TRUE(s->CheckCanEverFit(Gang("ok", 16, 8)).ok());
-  ASSERT_TRUE(s->UpdateWorkerState("w1", WorkerState::kLost).ok());
-  EXPECT_FALSE(s->CheckCanEverFit(Gang("ok", 16, 8)).ok());
+  EXPECT_EQ(PendingOf(s->Pending(), "too-big").code, PendingCode::kExceedsRegistered);
 }
 
 TEST(GangSchedulerTest, CheckGangFitsClusterNamesTheFields) {
@@ -358,7 +363,7 @@ TEST(GangSchedulerTest, DrainingWorkerKeepsRanksButTakesNoNewOnes) {
   EXPECT_THAT(*lost, IsEmpty());
   ASSERT_TRUE(s->Enqueue(Gang("b", 1, 1, 0, 1)).ok());
   EXPECT_THAT(s->Schedule(), IsEmpty());
-  EXPECT_EQ(PendingOf(s->Pending(), "b").code, PendingCode::kExceedsCluster);
+  EXPECT_EQ(PendingOf(s->Pending(), "b").code, PendingCode::kExceedsRegistered);
   ASSERT_TRUE(s->Release("a").ok());
   EXPECT_EQ(s->FindWorker("w0")->free_slots, 4);
   ASSERT_TRUE(s->UpdateWorkerState("w0", WorkerState::kReady).ok());

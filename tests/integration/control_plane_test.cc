@@ -309,7 +309,6 @@ TEST_F(ControlPlaneTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
       {JobYaml(ckpt, 10, 0) + "bogus: 1\n", "bogus"},
       {JobYaml(ckpt, 0, 0), "train.max_steps"},
       {JobYaml(ckpt, 10, 0, "{max_restarts: 1}", 9, 1), "parallel.pipeline_stages"},
-      {JobYaml(ckpt, 10, 0, "{max_restarts: 1}", 2, 2), "parallel"},  // 4 ranks, 2 slots
       {JobYaml("/nonexistent/dir/ckpt", 10, 0), "checkpoint.dir"},
       {WithTsvData(JobYaml(ckpt, 10, 0), "/nonexistent/train.tsv"), "data.train_path"},
       {JobYaml(ckpt, 10, 0, "{max_restarts: -1}"), "scheduling.max_restarts"},

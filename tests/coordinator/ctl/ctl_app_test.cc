@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
@@ -227,6 +228,51 @@ TEST_F(CtlAppTest, CheckpointsSendsIdAndPrintsYaml) {
   const YAML::Node root = YAML::Load(out_.str());
   EXPECT_EQ(root["checkpoints"][0]["path"].as<std::string>(), "/shared/ckpt/step_0000500");
   EXPECT_TRUE(root["checkpoints"][0]["latest"].as<bool>());
+}
+
+TEST_F(CtlAppTest, WorkersPrintsEveryFormatAndHasANodesAlias) {
+  *fake().workers.add_workers() = testing::MakeWorker("node-a", 2, 2);
+  *fake().workers.add_workers() = testing::MakeWorker("node-b", 2, 0);
+  ASSERT_EQ(Run({"workers"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("NAME"));
+  EXPECT_THAT(out_.str(), MatchesRegex("(.|\n)*node-a +READY +2 +0 +2 +cpu x2 +8 +16.0 GiB +2s ago "
+                                       "+job-1 \\(ranks 0,1\\)\n(.|\n)*"));
+  ASSERT_EQ(Run({"nodes", "-o", "json"}), 0) << err_.str();
+  // The fields scripts wait on (scripts/demo.sh): stable names, defaults included.
+  nlohmann::json json = nlohmann::json::parse(out_.str());
+  ASSERT_EQ(json["workers"].size(), 2u);
+  EXPECT_EQ(json["workers"][1]["name"], "node-b");
+  EXPECT_EQ(json["workers"][1]["state"], "WORKER_STATE_READY");
+  EXPECT_EQ(json["workers"][1]["slots_total"], 2);
+  EXPECT_EQ(json["workers"][1]["slots_used"], 0);
+  EXPECT_EQ(json["workers"][1]["slots_free"], 2);
+  EXPECT_EQ(json["workers"][0]["slots"][1]["task"]["job_id"], "job-1");
+  EXPECT_EQ(json["workers"][0]["last_heartbeat_age"], "2s");
+  ASSERT_EQ(Run({"workers", "-o", "yaml"}), 0);
+  EXPECT_EQ(YAML::Load(out_.str())["workers"][0]["slots_free"].as<int>(), 0);
+  EXPECT_EQ(fake().worker_lists, 3);
+}
+
+TEST_F(CtlAppTest, ListShowsThePendingCodeOfQueuedJobs) {
+  v1::ListJobsResponse page;
+  v1::Job queued = MakeJob("j-7", v1::JOB_STATE_QUEUED);
+  queued.set_pending_code(v1::PENDING_CODE_EXCEEDS_REGISTERED);
+  queued.set_pending_reason("waiting for workers to join: needs 4 slots");
+  *page.add_jobs() = queued;
+  *page.add_jobs() = MakeJob("j-8", v1::JOB_STATE_RUNNING);
+  fake().pages.push_back(page);
+  ASSERT_EQ(Run({"list"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("REASON"));
+  EXPECT_THAT(out_.str(), MatchesRegex("(.|\n)*j-7 .* QUEUED +exceeds_registered (.|\n)*"));
+  EXPECT_THAT(out_.str(), MatchesRegex("(.|\n)*j-8 .* RUNNING +- (.|\n)*"));
+  ASSERT_EQ(Run({"list", "-o", "json"}), 0);
+  nlohmann::json json = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(json["jobs"][0]["pending_code"], "PENDING_CODE_EXCEEDS_REGISTERED");
+  EXPECT_EQ(json["jobs"][1]["pending_code"], "PENDING_CODE_UNSPECIFIED");
+  fake().job = queued;
+  ASSERT_EQ(Run({"get", "j-7"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("waiting for workers to join: needs 4 slots "
+                                    "(exceeds_registered)"));
 }
 
 TEST_F(CtlAppTest, MetricsSendsStartAndPrintsJsonLinesOrRows) {

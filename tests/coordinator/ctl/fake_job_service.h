@@ -35,6 +35,7 @@ class FakeJobService final : public v1::JobService::Service {
   bool created = true;
   std::vector<v1::ListJobsResponse> pages;  // Page i answers the token "" (i = 0) or "t<i>".
   v1::ListCheckpointsResponse checkpoints;
+  v1::ListWorkersResponse workers;
   std::vector<WatchScript> watch_scripts;  // Call i gets script min(i, size - 1).
   std::vector<v1::StreamMetricsResponse> metric_messages;
   // After the metric messages: end with OK (false: wait until the client cancels).
@@ -45,6 +46,7 @@ class FakeJobService final : public v1::JobService::Service {
   std::vector<v1::ListJobsRequest> lists;
   std::vector<v1::CancelJobRequest> cancels;
   std::vector<v1::ListCheckpointsRequest> checkpoint_requests;
+  int worker_lists = 0;
   std::vector<v1::WatchJobRequest> watches;
   std::vector<v1::StreamMetricsRequest> metric_requests;
   std::vector<std::string> authorization;
@@ -96,6 +98,14 @@ class FakeJobService final : public v1::JobService::Service {
     checkpoint_requests.push_back(*request);
     if (grpc::Status s = Begin(context); !s.ok()) return s;
     *response = checkpoints;
+    return grpc::Status::OK;
+  }
+  grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* /*request*/,
+                           v1::ListWorkersResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++worker_lists;
+    if (grpc::Status s = Begin(context); !s.ok()) return s;
+    *response = workers;
     return grpc::Status::OK;
   }
   grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
@@ -230,6 +240,35 @@ inline v1::MetricPoint Point(int64_t step, double loss) {
   point.set_tokens_per_s(12345);
   point.set_attempt(1);
   return point;
+}
+
+// A ready CPU worker with `slots` slots; the first `used` are held by ranks 0.. of job-1
+// (shown with the job, as to its owner).
+inline v1::Worker MakeWorker(const std::string& name, int slots, int used) {
+  v1::Worker w;
+  w.set_name(name);
+  w.set_worker_id(name);
+  w.set_state(v1::WORKER_STATE_READY);
+  w.set_slots_total(slots);
+  w.set_slots_used(used);
+  w.set_slots_free(slots - used);
+  w.set_hostname("host-" + name);
+  w.set_cpu_count(8);
+  w.set_memory_bytes(int64_t{16} << 30);
+  w.mutable_last_heartbeat_age()->set_seconds(2);
+  for (int i = 0; i < slots; ++i) {
+    v1::SlotStatus* slot = w.add_slots();
+    slot->set_index(i);
+    slot->set_kind(v1::DEVICE_KIND_CPU);
+    slot->set_device_index(-1);
+    slot->set_used(i < used);
+    if (i < used) {
+      slot->mutable_task()->set_job_id("job-1");
+      slot->mutable_task()->set_attempt(1);
+      slot->mutable_task()->set_rank(i);
+    }
+  }
+  return w;
 }
 
 }  // namespace deepnet::ctl::testing

@@ -12,6 +12,7 @@
 #include "coordinator/ctl/exit_codes.h"
 #include "coordinator/ctl/format.h"
 #include "coordinator/ctl/progress.h"
+#include "coordinator/ctl/worker_table.h"
 #include "tests/coordinator/ctl/fake_job_service.h"
 
 namespace deepnet::ctl {
@@ -147,6 +148,46 @@ TEST(CtlOutputTest, TablesShowJobsCheckpointsAndMetrics) {
   EXPECT_THAT(row, HasSubstr("2.5000"));
   EXPECT_THAT(row, HasSubstr("12.3k"));
   EXPECT_EQ(MetricHeaderRow().find("LOSS") + 4, row.find("2.5000") + 6);  // Right-aligned.
+}
+
+TEST(CtlOutputTest, WorkerTableSummarisesDevicesAndHidesOtherUsersJobs) {
+  v1::Worker gpu = testing::MakeWorker("gpu-1", 3, 0);
+  gpu.set_state(v1::WORKER_STATE_DRAINING);
+  for (int i = 0; i < 3; ++i) {
+    v1::SlotStatus* slot = gpu.mutable_slots(i);
+    slot->set_kind(v1::DEVICE_KIND_CUDA);
+    slot->set_device_index(i);
+    slot->set_device_name("NVIDIA H100");
+  }
+  EXPECT_EQ(DeviceSummary(gpu), "cuda x3 (NVIDIA H100)");
+  EXPECT_EQ(JobSummary(gpu), "-");
+  // Slot 0: job-1 rank 0 (visible); slots 1, 2: used by jobs the caller may not see.
+  v1::Worker mixed = testing::MakeWorker("cpu-1", 4, 1);
+  mixed.mutable_slots(1)->set_used(true);
+  mixed.mutable_slots(2)->set_used(true);
+  mixed.mutable_slots(3)->mutable_task()->set_job_id("job-2");
+  mixed.mutable_slots(3)->mutable_task()->set_rank(5);
+  mixed.mutable_slots(3)->set_used(true);
+  EXPECT_EQ(JobSummary(mixed), "job-1 (rank 0), job-2 (rank 5), 2 hidden");
+  EXPECT_EQ(DeviceSummary(mixed), "cpu x4");
+
+  v1::ListWorkersResponse response;
+  *response.add_workers() = gpu;
+  v1::Worker lost = testing::MakeWorker("old", 2, 0);
+  lost.set_state(v1::WORKER_STATE_LOST);
+  lost.set_slots_free(0);
+  lost.mutable_last_heartbeat_age()->set_seconds(185);
+  lost.set_memory_bytes(0);
+  *response.add_workers() = lost;
+  std::ostringstream table;
+  PrintWorkerTable(response, table);
+  EXPECT_THAT(table.str(), HasSubstr("DRAINING"));
+  EXPECT_THAT(table.str(), HasSubstr("cuda x3 (NVIDIA H100)"));
+  EXPECT_THAT(table.str(), ::testing::MatchesRegex("(.|\n)*old +LOST +0 +0 +2 +cpu x2 +8 +- +"
+                                                   "3m05s ago +-\n"));
+  EXPECT_EQ(WorkerStateName(v1::WORKER_STATE_LOST), "LOST");
+  EXPECT_EQ(PendingCodeName(v1::PENDING_CODE_BEHIND_JOB), "behind_job");
+  EXPECT_EQ(PendingCodeName(v1::PENDING_CODE_UNSPECIFIED), "");
 }
 
 TEST(CtlProgressTest, RendersBarStepLossThroughputLrStateAndAttempt) {

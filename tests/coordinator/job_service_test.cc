@@ -1,0 +1,120 @@
+// JobService over gRPC in-process, with a tokens file: who may list workers and who sees which
+// job holds a slot.
+#include "coordinator/job_service_impl.h"
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/test_util.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+namespace v1 = deepnet::v1;
+using testing::CoordinatorTest;
+using testing::JobYaml;
+using testing::TempDir;
+using testing::Worker;
+
+constexpr const char* kAlice = "alice-token-0123456789";
+constexpr const char* kBob = "bob-token-012345678901";
+constexpr const char* kRoot = "root-token-0123456789a";
+constexpr const char* kNode = "node-token-0123456789a";
+
+class JobServiceTest : public CoordinatorTest {
+ protected:
+  void SetUp() override {
+    CoordinatorTest::SetUp();
+    {
+      std::ofstream tokens(dir_ / "tokens");
+      tokens << kAlice << " alice\n"
+             << kBob << " bob\n"
+             << kRoot << " root admin\n"
+             << kNode << " node worker\n";
+    }
+    absl::StatusOr<std::unique_ptr<Authenticator>> auth = Authenticator::Load(dir_ / "tokens");
+    ASSERT_TRUE(auth.ok()) << auth.status();
+    auth_ = std::move(*auth);
+    service_ = std::make_unique<JobServiceImpl>(*coordinator_, *auth_);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::JobService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                        grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  grpc::Status ListWorkers(const std::string& token, v1::ListWorkersResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!token.empty()) context.AddMetadata("authorization", std::string("Bearer ") + token);
+    return stub_->ListWorkers(&context, v1::ListWorkersRequest(), response);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<JobServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::JobService::Stub> stub_;
+};
+
+TEST_F(JobServiceTest, ListWorkersShowsJobsOnlyToTheirOwnerAndAdmins) {
+  Worker a = AddWorker("a", 2);
+  AddWorker("b", 1);
+  const std::string id = Submit(JobYaml(1, 2, ""));  // alice's
+  coordinator_->Tick();
+  ASSERT_EQ(a.sink->assignments.size(), 1u);
+
+  for (const char* token : {kAlice, kRoot, kBob}) {
+    SCOPED_TRACE(token);
+    v1::ListWorkersResponse response;
+    ASSERT_TRUE(ListWorkers(token, &response).ok());
+    ASSERT_EQ(response.workers_size(), 2);
+    const v1::Worker& w = response.workers(0);
+    EXPECT_EQ(w.name(), "a");
+    EXPECT_EQ(w.worker_id(), "a");
+    EXPECT_EQ(w.state(), v1::WORKER_STATE_READY);
+    EXPECT_EQ(w.slots_total(), 2);
+    EXPECT_EQ(w.slots_used(), 2);  // every caller sees the counts
+    EXPECT_EQ(w.slots_free(), 0);
+    EXPECT_EQ(response.workers(1).slots_free(), 1);
+    ASSERT_EQ(w.slots_size(), 2);
+    for (const v1::SlotStatus& slot : w.slots()) {
+      EXPECT_TRUE(slot.used());
+      EXPECT_EQ(slot.kind(), v1::DEVICE_KIND_CPU);
+      EXPECT_EQ(slot.device_index(), -1);
+      if (std::string(token) == kBob) {
+        EXPECT_FALSE(slot.has_task());  // used, but not whose
+      } else {
+        ASSERT_TRUE(slot.has_task());
+        EXPECT_EQ(slot.task().job_id(), id);
+        EXPECT_EQ(slot.task().attempt(), 1);
+      }
+    }
+  }
+}
+
+TEST_F(JobServiceTest, ListWorkersNeedsAUserToken) {
+  v1::ListWorkersResponse response;
+  EXPECT_EQ(ListWorkers("", &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ListWorkers("not-a-known-token-at-all", &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status worker = ListWorkers(kNode, &response);
+  EXPECT_EQ(worker.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(worker.error_message(), ::testing::HasSubstr("worker token"));
+}
+
+}  // namespace
+}  // namespace deepnet::coordinator
