@@ -22,6 +22,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin prometheus-cpp-dev prometheus libsqlite3-dev openssl
   libsentencepiece-dev sentencepiece
+  jq                      # scripts/demo.sh reads `deepnetctl workers -o json`
 )
 
 missing=()
