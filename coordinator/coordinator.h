@@ -318,6 +318,7 @@ class Coordinator {
   // Log reads waiting for their worker's LogChunk, by request id.
   struct PendingLogRead {
     std::string worker_id;
+    LogRequestCommand request;  // what was asked, to check the answer against
     bool done = false;
     absl::StatusOr<LogChunkReport> result;
   };

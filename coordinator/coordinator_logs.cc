@@ -110,8 +110,12 @@ absl::StatusOr<LogChunkReport> Coordinator::ReadLog(const LogSource& source,
   request.job_id = source.job_id;
   request.attempt = source.attempt;
   request.rank = source.rank;
+  if (request.max_bytes <= 0 || request.max_bytes > kMaxLogChunkBytes) {
+    request.max_bytes = kMaxLogChunkBytes;
+  }
   const int64_t id = request.request_id;
   log_reads_[id].worker_id = source.worker_id;
+  log_reads_[id].request = request;
   if (!worker->second.sink->SendLogRequest(worker->second.epoch, request)) {
     log_reads_.erase(id);
     return absl::UnavailableError(absl::StrCat(what, ": its session cannot carry log requests"));
@@ -148,7 +152,22 @@ absl::Status Coordinator::OnLogChunk(const std::string& worker_id, int64_t epoch
     return absl::OkStatus();
   }
   it->second.done = true;
+  const LogRequestCommand& asked = it->second.request;
+  const int64_t got = static_cast<int64_t>(chunk.data.size());
+  // Only an answer that fits what was asked is kept (and so held in memory): a worker that
+  // breaks the contract fails the read instead of growing the coordinator or looping a stream.
+  if (chunk.error.ok() &&
+      (got > asked.max_bytes || chunk.offset < 0 || chunk.size < chunk.offset ||
+       got > chunk.size - chunk.offset ||
+       (asked.tail_bytes <= 0 && chunk.offset != asked.offset))) {
+    it->second.result = absl::InternalError(absl::StrCat(
+        "worker ", worker_id, " answered log request ", chunk.request_id, " for offset ",
+        asked.offset, ", tail ", asked.tail_bytes, ", at most ", asked.max_bytes, " bytes with ",
+        got, " bytes at offset ", chunk.offset, " of a ", chunk.size, "-byte log"));
+    return absl::OkStatus();
+  }
   it->second.result = chunk;
+  if (!chunk.error.ok()) it->second.result->data.clear();  // a refusal carries no log
   return absl::OkStatus();
 }
 

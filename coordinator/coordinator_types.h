@@ -125,6 +125,9 @@ struct CancellationCommand {
 // Which output of a trainer process: stderr is its human-readable log, stdout its JSON events.
 enum class LogStream { kStderr, kStdout };
 
+// The most a worker sends in one answer to a log request (LogRequest.max_bytes' bound).
+inline constexpr int64_t kMaxLogChunkBytes = 64 * 1024;
+
 // Asks a worker for part of one trainer log (deepnet.v1.LogRequest without the proto).
 struct LogRequestCommand {
   int64_t request_id = 0;
@@ -134,7 +137,7 @@ struct LogRequestCommand {
   LogStream stream = LogStream::kStderr;
   int64_t offset = 0;
   int64_t tail_bytes = 0;  // > 0: read from this many bytes before the end
-  int64_t max_bytes = 0;
+  int64_t max_bytes = 0;    // 1..kMaxLogChunkBytes; anything else: kMaxLogChunkBytes
 };
 
 // A worker's answer to a LogRequestCommand (deepnet.v1.LogChunk).

@@ -15,7 +15,7 @@
 namespace deepnet::coordinator {
 
 // Bytes per part (one response message, one worker round trip).
-inline constexpr int64_t kLogPartBytes = 64 * 1024;
+inline constexpr int64_t kLogPartBytes = kMaxLogChunkBytes;
 // Bytes one call without follow sends at most.
 inline constexpr int64_t kMaxLogBytesPerCall = 16 * 1024 * 1024;
 // How often a following call asks the worker for new output.

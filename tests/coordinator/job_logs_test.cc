@@ -211,6 +211,44 @@ TEST_F(JobLogsTest, SilentWorkerTimesOutNamingItAndTheSessionGoesOn) {
   EXPECT_EQ(again->data, "hello");
 }
 
+TEST_F(JobLogsTest, AnswersThatBreakTheContractFailTheReadNamingTheWorker) {
+  LogServingSink& a = AddWorker("a");
+  const std::string id = Submit(JobYaml(1, ""));
+  coordinator_->Tick();
+  a.SetLog({id, 1, 0, LogStream::kStderr}, std::string(100, 'x'), true);
+  // More than the 64 KiB a read may bring (and than the log holds).
+  a.set_tamper([](LogChunkReport& c) {
+    c.data.append(static_cast<size_t>(kMaxLogChunkBytes), 'y');
+    c.size += kMaxLogChunkBytes;
+  });
+  absl::StatusOr<LogChunkReport> big = Read(id, 0, 0);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(big.status().message(), HasSubstr("worker a answered log request"));
+  // Not where it was asked to start, or past the log's end: a stream could not progress.
+  a.set_tamper([](LogChunkReport& c) { c.offset += 1; });
+  EXPECT_EQ(Read(id, 0, 0, 10).status().code(), absl::StatusCode::kInternal);
+  a.set_tamper([](LogChunkReport& c) { c.size = 5; });
+  EXPECT_EQ(Read(id, 0, 0).status().code(), absl::StatusCode::kInternal);
+  a.set_tamper([](LogChunkReport& c) { c.offset = -1; });
+  EXPECT_EQ(Read(id, 0, 0).status().code(), absl::StatusCode::kInternal);
+  // A refusal is the worker's answer, whatever its other fields; a well-formed answer reads.
+  a.set_tamper([](LogChunkReport& c) {
+    c.error = absl::NotFoundError("gone");
+    c.offset = -1;
+  });
+  EXPECT_EQ(Read(id, 0, 0).status().code(), absl::StatusCode::kNotFound);
+  a.set_tamper(nullptr);
+  absl::StatusOr<LogChunkReport> fine = Read(id, 0, 0, 10);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(fine->data, std::string(90, 'x'));
+  EXPECT_EQ(fine->offset, 10);
+  // A request asking for more than a chunk may hold is sent bounded.
+  LogRequestCommand request;
+  request.max_bytes = int64_t{1} << 40;
+  ASSERT_TRUE(coordinator_->ReadLog(*coordinator_->FindLogSource(id, 0, 0), request).ok());
+  EXPECT_EQ(a.requests().back().max_bytes, kMaxLogChunkBytes);
+}
+
 TEST_F(JobLogsTest, ReadsEndUnavailableWhenTheWorkerDisconnectsOrIsLost) {
   LogServingSink& a = AddWorker("a");
   const std::string id = Submit(JobYaml(1, ""));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -49,6 +50,11 @@ class LogServingSink : public WorkerCommandSink {
   void set_silent(bool silent) {
     std::lock_guard<std::mutex> lock(mu_);
     silent_ = silent;
+  }
+  // Changes each answer before it is sent (a worker that breaks the LogChunk contract).
+  void set_tamper(std::function<void(LogChunkReport&)> tamper) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tamper_ = std::move(tamper);
   }
   std::vector<LogRequestCommand> requests() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -114,7 +120,8 @@ class LogServingSink : public WorkerCommandSink {
       const LogRequestCommand request = queue_.front();
       queue_.pop_front();
       if (silent_) continue;
-      const LogChunkReport chunk = Answer(request);
+      LogChunkReport chunk = Answer(request);
+      if (tamper_) tamper_(chunk);
       const int64_t epoch = epoch_;
       lock.unlock();
       (void)coordinator_->OnLogChunk(worker_id_, epoch, chunk);
@@ -128,6 +135,7 @@ class LogServingSink : public WorkerCommandSink {
   std::condition_variable cv_;
   int64_t epoch_ = 0;
   bool silent_ = false;
+  std::function<void(LogChunkReport&)> tamper_;
   bool stop_ = false;
   std::map<LogKey, Log> logs_;
   std::deque<LogRequestCommand> queue_;
