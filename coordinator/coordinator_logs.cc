@@ -71,8 +71,14 @@ absl::StatusOr<LogSource> Coordinator::FindLogSource(const std::string& job_id, 
     attempt_ended = attempt_ended || EndsAttempt(e);
   }
   if (source.attempt == latest) {
-    for (const RankRuntime& r : job->ranks) workers[r.view.rank] = r.view.worker_id;
-    for (const auto& [r, view] : job->reattached) workers[r] = view.worker_id;
+    // The live placement (after a restart: the workers reattaching their ranks); an empty
+    // worker id never hides the one the events recorded.
+    for (const RankRuntime& r : job->ranks) {
+      if (!r.view.worker_id.empty()) workers[r.view.rank] = r.view.worker_id;
+    }
+    for (const auto& [r, view] : job->reattached) {
+      if (!view.worker_id.empty()) workers[r] = view.worker_id;
+    }
   }
   source.rank = rank.value_or(failed_rank.value_or(0));
   auto it = workers.find(source.rank);
@@ -89,18 +95,18 @@ absl::StatusOr<LogChunkReport> Coordinator::ReadLog(const LogSource& source,
                                                     LogRequestCommand request) {
   const std::string what = absl::StrCat("worker ", source.worker_id, ", which ran rank ",
                                         source.rank, " of job ", source.job_id, " attempt ",
-                                        source.attempt, ",");
+                                        source.attempt);
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
   auto worker = workers_.find(source.worker_id);
   if (worker == workers_.end() || worker->second.lost) {
     return absl::UnavailableError(absl::StrCat(
-        what, " is lost; its logs stay on that machine (under the worker's --work-dir) until it "
+        what, ", is lost; its logs stay on that machine (under the worker's --work-dir) until it "
         "registers again"));
   }
   if (worker->second.sink == nullptr) {
     return absl::UnavailableError(
-        absl::StrCat(what, " has no session with the coordinator now; retry when it is back"));
+        absl::StrCat(what, ", has no session with the coordinator now; retry when it is back"));
   }
   if (log_reads_.size() >= kMaxLogReadsInFlight) {
     return absl::ResourceExhaustedError(
@@ -136,7 +142,7 @@ absl::StatusOr<LogChunkReport> Coordinator::ReadLog(const LogSource& source,
   }
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
   return absl::UnavailableError(absl::StrCat(
-      what, " did not answer the log request within ", options_.log_request_timeout.count(),
+      what, ", did not answer the log request within ", options_.log_request_timeout.count(),
       " ms (a deepnet-worker older than `deepnetctl logs` never answers)"));
 }
 
