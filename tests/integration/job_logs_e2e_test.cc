@@ -47,7 +47,8 @@ LogsResult ReadLogs(v1::JobService::Stub& jobs, const char* token,
 
 TEST(JobLogsEndToEndTest, OwnerReadsTheFailedTrainersStderrThroughTheCoordinator) {
   ServiceCluster cluster;
-  ASSERT_TRUE(cluster.StartCoordinator({"--no-check-paths"})) << cluster.Log("coordinator.1.log");
+  ASSERT_TRUE(cluster.StartCoordinator({"--no-check-paths", "--log-request-timeout-s", "30"}))
+      << cluster.Log("coordinator.1.log");
   cluster.StartWorker("node-a", 1);
   auto jobs = cluster.Jobs();
   const std::string missing = cluster.dir() + "/no-such-train.tsv";
