@@ -107,6 +107,8 @@ TEST(JobLogsEndToEndTest, OwnerReadsTheFailedTrainersStderrThroughTheCoordinator
   ASSERT_FALSE(exit_message.empty());
   const std::string last_line = exit_message.substr(exit_message.rfind('\n') + 1);
   EXPECT_THAT(owner.data, HasSubstr(last_line));
+  // ... and it failed for the reason the job was built for, not some other.
+  EXPECT_THAT(owner.data, HasSubstr("no-such-train.tsv"));
   EXPECT_EQ(static_cast<int64_t>(owner.data.size()), owner.responses.back().size());
 
   // Followed, a finished rank's log ends after its last byte; the tail is its end.
