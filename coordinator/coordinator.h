@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -52,6 +53,8 @@ struct CoordinatorOptions {
   SchedulerOptions scheduler;
   // Metric points kept per job for StreamMetrics replays (the oldest are dropped).
   size_t points_per_job = 20000;
+  // How long a log read waits for the worker's answer before UNAVAILABLE.
+  std::chrono::milliseconds log_request_timeout{10000};
 };
 
 struct SubmitRequestData {
@@ -142,6 +145,24 @@ class Coordinator {
   // Every registered worker (ready, draining or lost), by id, with what holds each slot (every
   // job's; callers decide who may see which).
   std::vector<WorkerView> ListWorkers() const;
+
+  // --- Trainer logs, read from the worker that ran the rank (coordinator_logs.cc). ---
+  // The trainer of `rank` (nullopt: the rank whose failure ended the attempt, else 0) of
+  // `attempt` (0: the latest) and the worker that ran it. NOT_FOUND: unknown job;
+  // INVALID_ARGUMENT naming attempt or rank; FAILED_PRECONDITION when the job has no attempt
+  // yet or the worker of the rank was not recorded.
+  [[nodiscard]] absl::StatusOr<LogSource> FindLogSource(const std::string& job_id, int attempt,
+                                                        std::optional<int> rank) const;
+  // Asks the source's worker for part of its log (request_id is chosen here) and waits for
+  // the answer up to options().log_request_timeout. UNAVAILABLE naming the worker when it is
+  // lost, has no session, loses it meanwhile or does not answer in time; the worker's
+  // refusal (NOT_FOUND, OUT_OF_RANGE, ...) as its status, prefixed with the worker id;
+  // RESOURCE_EXHAUSTED when too many reads are in flight.
+  [[nodiscard]] absl::StatusOr<LogChunkReport> ReadLog(const LogSource& source,
+                                                       LogRequestCommand request);
+  // A worker's answer to ReadLog (an unknown, expired or other worker's request id is ignored).
+  [[nodiscard]] absl::Status OnLogChunk(const std::string& worker_id, int64_t epoch,
+                                        const LogChunkReport& chunk);
 
   // --- WorkerService. Stale epochs: ABORTED; unknown worker: NOT_FOUND. ---
   [[nodiscard]] absl::StatusOr<RegistrationResult> Register(const Registration& registration);
@@ -282,6 +303,9 @@ class Coordinator {
   // running ones and acts on the exits.
   void MaybeCompleteReattach(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLeases(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the worker's log reads in flight with UNAVAILABLE (its session ended or it was lost).
+  void FailLogReads(const std::string& worker_id, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkRankExited(JobRuntime& job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the job's latest step to the store.
   void PersistStep(JobRuntime& job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -302,6 +326,15 @@ class Coordinator {
   bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string rendezvous_address_ ABSL_GUARDED_BY(mu_);
+  // Log reads waiting for their worker's LogChunk, by request id.
+  struct PendingLogRead {
+    std::string worker_id;
+    LogRequestCommand request;  // what was asked, to check the answer against
+    bool done = false;
+    absl::StatusOr<LogChunkReport> result;
+  };
+  std::map<int64_t, PendingLogRead> log_reads_ ABSL_GUARDED_BY(mu_);
+  int64_t last_log_request_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread loop_;
 };
 

@@ -177,6 +177,7 @@ void Coordinator::StartAttempt(JobRuntime& job, const Placement& placement) {
   JobEventView placed;
   placed.type = EventType::kPlaced;
   placed.message = absl::StrJoin(where, ", ");
+  for (const RankRuntime& r : job.ranks) placed.rank_workers.push_back(r.view.worker_id);
   AddEvent(job, placed);
   const RendezvousScope scope{job.record.id, job.record.attempt};
   if (absl::Status s = rendezvous_->OpenAttempt(scope); !s.ok()) {

@@ -37,6 +37,7 @@ struct Flags {
   int lease_heartbeats = 3;
   double stop_grace_s = 10;
   double reattach_window_s = 10;
+  double log_request_timeout_s = 10;
   int64_t cluster_slots = 0;
   int max_overtakes = 0;
   bool no_check_paths = false;
@@ -101,6 +102,8 @@ int Run(const Flags& flags) {
   options.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(flags.stop_grace_s * 1000));
   options.reattach_window =
       std::chrono::milliseconds(static_cast<int64_t>(flags.reattach_window_s * 1000));
+  options.log_request_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.log_request_timeout_s * 1000));
   options.cluster_slots = flags.cluster_slots;
   options.scheduler.max_overtakes = flags.max_overtakes;
   options.spec_check.check_paths = !flags.no_check_paths;
@@ -188,6 +191,9 @@ int main(int argc, char** argv) {
   app.add_option("--reattach-window-s", flags.reattach_window_s,
                  "after a restart, how long running jobs wait for their workers")
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  app.add_option("--log-request-timeout-s", flags.log_request_timeout_s,
+                 "how long `deepnetctl logs` waits for a worker to send a part of a trainer log")
+      ->check(CLI::Range(0.1, 600.0))->capture_default_str();
   app.add_option("--cluster-slots", flags.cluster_slots,
                  "slots the cluster can ever have: SubmitJob refuses a gang larger than this; "
                  "0: no bound (a job larger than the registered workers queues until they join)")

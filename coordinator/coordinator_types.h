@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "coordinator/gang_types.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/job_state.h"
@@ -122,6 +123,34 @@ struct CancellationCommand {
   int64_t grace_ms = 0;
 };
 
+// Which output of a trainer process: stderr is its human-readable log, stdout its JSON events.
+enum class LogStream { kStderr, kStdout };
+
+// The most a worker sends in one answer to a log request (LogRequest.max_bytes' bound).
+inline constexpr int64_t kMaxLogChunkBytes = 64 * 1024;
+
+// Asks a worker for part of one trainer log (deepnet.v1.LogRequest without the proto).
+struct LogRequestCommand {
+  int64_t request_id = 0;
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  LogStream stream = LogStream::kStderr;
+  int64_t offset = 0;
+  int64_t tail_bytes = 0;  // > 0: read from this many bytes before the end
+  int64_t max_bytes = 0;    // 1..kMaxLogChunkBytes; anything else: kMaxLogChunkBytes
+};
+
+// A worker's answer to a LogRequestCommand (deepnet.v1.LogChunk).
+struct LogChunkReport {
+  int64_t request_id = 0;
+  std::string data;
+  int64_t offset = 0;  // of data's first byte
+  int64_t size = 0;    // of the log when read
+  bool running = false;  // the trainer still ran just before the read
+  absl::Status error;    // the worker's refusal, if any
+};
+
 // Where the core sends commands for one worker session. Implementations queue the command
 // and return at once (never block, never call back into the coordinator).
 class WorkerCommandSink {
@@ -130,6 +159,10 @@ class WorkerCommandSink {
   virtual void SendAssignment(int64_t epoch, const AssignmentCommand& command) = 0;
   virtual void SendCancellation(int64_t epoch, const CancellationCommand& command) = 0;
   virtual void SendLease(int64_t epoch, int64_t valid_for_ms, int64_t expire_time_ms) = 0;
+  // Queues a log request; false when this session cannot carry one (it is then not sent).
+  virtual bool SendLogRequest(int64_t /*epoch*/, const LogRequestCommand& /*command*/) {
+    return false;
+  }
   // Ends the session (the worker registered again, or the coordinator shuts down).
   virtual void Close(const absl::Status& status) = 0;
 };
@@ -163,6 +196,9 @@ struct JobEventView {
   std::string worker_id;
   int64_t checkpoint_step = 0;
   std::string message;
+  // PLACED: the worker of every rank of the attempt, by rank (what GetJobLogs asks); empty in
+  // events stored before it was recorded.
+  std::vector<std::string> rank_workers;
 };
 
 struct RankView {
@@ -214,6 +250,14 @@ struct WorkerView {
   int slots_free = 0;
   // Since the coordinator last heard from it (registration, heartbeat or report).
   int64_t heartbeat_age_ms = 0;
+};
+
+// The trainer whose log a GetJobLogs call reads: the defaults resolved, and who ran it.
+struct LogSource {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  std::string worker_id;
 };
 
 struct CheckpointView {

@@ -38,8 +38,11 @@ EncodedEvent EncodeJobEvent(const JobEventView& event) {
       j["worker_id"] = event.worker_id;
       break;
     case EventType::kWorkerLost:
+      j["worker_id"] = event.worker_id;
+      break;
     case EventType::kPlaced:
       j["worker_id"] = event.worker_id;
+      if (!event.rank_workers.empty()) j["rank_workers"] = event.rank_workers;
       break;
     case EventType::kCheckpointSaved:
       j["checkpoint_step"] = event.checkpoint_step;
@@ -99,6 +102,12 @@ std::vector<JobEventView> DecodeJobEvents(const std::vector<JobEvent>& events, i
     view.signal = j.value("signal", 0);
     view.worker_id = j.value("worker_id", std::string());
     view.checkpoint_step = j.value("checkpoint_step", int64_t{0});
+    const auto rank_workers = j.find("rank_workers");
+    if (rank_workers != j.end() && rank_workers->is_array()) {
+      for (const nlohmann::json& w : *rank_workers) {
+        view.rank_workers.push_back(w.is_string() ? w.get<std::string>() : std::string());
+      }
+    }
     out.push_back(std::move(view));
   }
   return out;

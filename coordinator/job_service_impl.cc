@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "coordinator/job_log_stream.h"
 #include "coordinator/proto_convert.h"
 #include "proto/rpc/rpc_util.h"
 
@@ -246,6 +248,40 @@ grpc::Status JobServiceImpl::StreamMetrics(grpc::ServerContext* context,
     if (batch->terminal && batch->points.empty()) return grpc::Status::OK;
   }
   return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream");
+}
+
+grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context,
+                                        const v1::GetJobLogsRequest* request,
+                                        grpc::ServerWriter<v1::GetJobLogsResponse>* writer) {
+  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  absl::StatusOr<LogStream> stream = FromProto(request->stream(), "stream");
+  if (!stream.ok()) return ToGrpc(stream.status());
+  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
+  if (!principal.ok()) return ToGrpc(principal.status());
+  LogCallRequest call;
+  call.job_id = request->job_id();
+  call.attempt = request->attempt();
+  if (request->has_rank()) call.rank = request->rank();
+  call.stream = *stream;
+  call.tail_bytes = request->tail_bytes();
+  call.offset = request->offset();
+  call.follow = request->follow();
+  LogCallHooks hooks;
+  hooks.write = [writer](const LogPart& part) {
+    v1::GetJobLogsResponse out;
+    out.set_data(part.data);
+    out.set_offset(part.offset);
+    out.set_size(part.size);
+    out.set_attempt(part.source.attempt);
+    out.set_rank(part.source.rank);
+    out.set_worker_id(part.source.worker_id);
+    out.set_stream(ToProto(part.stream));
+    out.set_truncated(part.truncated);
+    return writer->Write(out);
+  };
+  hooks.cancelled = [context] { return context->IsCancelled(); };
+  hooks.sleep = [](absl::Duration d) { absl::SleepFor(d); };
+  return ToGrpc(StreamJobLogs(coordinator_, call, hooks));
 }
 
 grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context,

@@ -29,6 +29,8 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status StreamMetrics(grpc::ServerContext* context,
                              const v1::StreamMetricsRequest* request,
                              grpc::ServerWriter<v1::StreamMetricsResponse>* writer) override;
+  grpc::Status GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
+                          grpc::ServerWriter<v1::GetJobLogsResponse>* writer) override;
   grpc::Status ListCheckpoints(grpc::ServerContext* context,
                                const v1::ListCheckpointsRequest* request,
                                v1::ListCheckpointsResponse* response) override;

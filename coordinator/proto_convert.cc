@@ -325,4 +325,51 @@ v1::Cancellation ToProto(const CancellationCommand& c) {
   return out;
 }
 
+v1::LogStream ToProto(LogStream stream) {
+  return stream == LogStream::kStdout ? v1::LOG_STREAM_STDOUT : v1::LOG_STREAM_STDERR;
+}
+
+absl::StatusOr<LogStream> FromProto(v1::LogStream stream, const std::string& field) {
+  switch (stream) {
+    case v1::LOG_STREAM_UNSPECIFIED:
+    case v1::LOG_STREAM_STDERR:
+      return LogStream::kStderr;
+    case v1::LOG_STREAM_STDOUT:
+      return LogStream::kStdout;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unknown log stream ", static_cast<int>(stream)));
+  }
+}
+
+v1::LogRequest ToProto(const LogRequestCommand& r) {
+  v1::LogRequest out;
+  out.set_request_id(r.request_id);
+  out.set_job_id(r.job_id);
+  out.set_attempt(r.attempt);
+  out.set_rank(r.rank);
+  out.set_stream(ToProto(r.stream));
+  out.set_offset(r.offset);
+  out.set_tail_bytes(r.tail_bytes);
+  out.set_max_bytes(r.max_bytes);
+  return out;
+}
+
+LogChunkReport FromProto(const v1::LogChunk& chunk) {
+  LogChunkReport out;
+  out.request_id = chunk.request_id();
+  out.data = chunk.data();
+  out.offset = chunk.offset();
+  out.size = chunk.size();
+  out.running = chunk.running();
+  if (chunk.error_code() != 0) {
+    // Codes outside google.rpc.Code's range become UNKNOWN.
+    const int code = chunk.error_code();
+    out.error = absl::Status(
+        code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown,
+        chunk.error().empty() ? "the worker refused the log request" : chunk.error());
+  }
+  return out;
+}
+
 }  // namespace deepnet::coordinator

@@ -33,4 +33,10 @@ MetricReportData FromProto(const v1::MetricReport& report);
 v1::Assignment ToProto(const AssignmentCommand& command);
 v1::Cancellation ToProto(const CancellationCommand& command);
 
+v1::LogStream ToProto(LogStream stream);
+// UNSPECIFIED is stderr; unknown values: INVALID_ARGUMENT naming `field`.
+absl::StatusOr<LogStream> FromProto(v1::LogStream stream, const std::string& field);
+v1::LogRequest ToProto(const LogRequestCommand& request);
+LogChunkReport FromProto(const v1::LogChunk& chunk);
+
 }  // namespace deepnet::coordinator

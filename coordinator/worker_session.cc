@@ -83,6 +83,9 @@ void WorkerSession::Handle(const v1::WorkerMessage& message) {
       }
       break;
     }
+    case v1::WorkerMessage::kLogChunk:
+      status = coordinator_.OnLogChunk(worker_id_, epoch_, FromProto(message.log_chunk()));
+      break;
     case v1::WorkerMessage::kStart:
       status = absl::FailedPreconditionError("SessionStart sent twice");
       break;
@@ -124,6 +127,14 @@ void WorkerSession::Outbox::SendLease(int64_t epoch, int64_t valid_for_ms, int64
   *message.mutable_lease()->mutable_expire_time() =
       TimeUtil::MillisecondsToTimestamp(expire_time_ms);
   Push(std::move(message), "", 0);
+}
+
+bool WorkerSession::Outbox::SendLogRequest(int64_t epoch, const LogRequestCommand& command) {
+  v1::CoordinatorMessage message;
+  message.set_epoch(epoch);
+  *message.mutable_log_request() = ToProto(command);
+  Push(std::move(message), "", 0);
+  return true;
 }
 
 void WorkerSession::Outbox::Push(v1::CoordinatorMessage message, const std::string& assignment_job,

@@ -15,9 +15,10 @@ namespace deepnet::coordinator {
 
 // One worker's WorkerService.Session stream (gRPC callback API: no thread waits on it, so a
 // coordinator holds thousands). Reads SessionStart, then heartbeats, trainer exits, metric
-// reports and command results, handing each to the Coordinator; writes the commands the
-// Coordinator queues through the session's WorkerCommandSink one at a time, in order, each
-// with the next sequence number and the latest ack. Deletes itself when gRPC is done with it.
+// reports, command results and log chunks, handing each to the Coordinator; writes the
+// commands the Coordinator queues through the session's WorkerCommandSink one at a time, in
+// order, each with the next sequence number and the latest ack. Deletes itself when gRPC is
+// done with it.
 class WorkerSession final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
@@ -37,6 +38,7 @@ class WorkerSession final
     void SendAssignment(int64_t epoch, const AssignmentCommand& command) override;
     void SendCancellation(int64_t epoch, const CancellationCommand& command) override;
     void SendLease(int64_t epoch, int64_t valid_for_ms, int64_t expire_time_ms) override;
+    bool SendLogRequest(int64_t epoch, const LogRequestCommand& command) override;
     void Close(const absl::Status& status) override;
 
     void Push(v1::CoordinatorMessage message, const std::string& assignment_job, int attempt);

@@ -183,4 +183,38 @@ int RunMetrics(const MetricsArgs& args, const CommandContext& ctx) {
   return kExitOk;
 }
 
+int RunLogs(const LogsArgs& args, const CommandContext& ctx) {
+  v1::GetJobLogsRequest request;
+  request.set_job_id(args.job_id);
+  request.set_attempt(args.attempt);
+  if (args.rank.has_value()) request.set_rank(*args.rank);
+  request.set_stream(args.stdout_stream ? v1::LOG_STREAM_STDOUT : v1::LOG_STREAM_STDERR);
+  request.set_tail_bytes(args.tail_bytes);
+  request.set_offset(args.offset);
+  request.set_follow(args.follow);
+  grpc::ClientContext context;
+  auto reader = ctx.client->Logs(&context, request);
+  v1::GetJobLogsResponse response;
+  bool first = true;
+  while (reader->Read(&response)) {
+    if (first && !args.rank.has_value()) {
+      *ctx.err << "deepnetctl: job " << args.job_id << " attempt " << response.attempt()
+               << " rank " << response.rank() << " (worker " << response.worker_id() << "), "
+               << (args.stdout_stream ? "stdout" : "stderr") << std::endl;
+    }
+    first = false;
+    ctx.out->write(response.data().data(), static_cast<std::streamsize>(response.data().size()));
+    ctx.out->flush();
+    if (response.truncated()) {
+      *ctx.err << "deepnetctl: stopped after the per-call limit at byte "
+               << response.offset() + static_cast<int64_t>(response.data().size()) << " of "
+               << response.size() << "; continue with --offset "
+               << response.offset() + static_cast<int64_t>(response.data().size()) << std::endl;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return Fail(status, ctx);
+  return kExitOk;
+}
+
 }  // namespace deepnet::ctl

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -56,6 +57,20 @@ struct MetricsArgs {
   bool live_only = false;
 };
 
+struct LogsArgs {
+  std::string job_id;
+  // 0: the latest attempt.
+  int attempt = 0;
+  // Unset: the rank whose failure ended the attempt, else rank 0 (the coordinator picks).
+  std::optional<int> rank;
+  // The trainer's JSON events instead of its human-readable stderr log.
+  bool stdout_stream = false;
+  // > 0: only the last this many bytes; else from `offset`.
+  int64_t tail_bytes = 0;
+  int64_t offset = 0;
+  bool follow = false;
+};
+
 [[nodiscard]] int RunSubmit(const SubmitArgs& args, const CommandContext& ctx);
 [[nodiscard]] int RunGet(const std::string& job_id, const CommandContext& ctx);
 [[nodiscard]] int RunList(const ListArgs& args, const CommandContext& ctx);
@@ -65,5 +80,9 @@ struct MetricsArgs {
 [[nodiscard]] int RunWatch(const std::string& job_id, const CommandContext& ctx);
 [[nodiscard]] int RunMetrics(const MetricsArgs& args, const CommandContext& ctx);
 [[nodiscard]] int RunWorkers(const CommandContext& ctx);
+// Writes the log's bytes to `out` unchanged (the output format does not apply); notes go to
+// `err`: which rank's log it is when the coordinator chose the rank, and where to continue
+// when the call stopped at its size limit.
+[[nodiscard]] int RunLogs(const LogsArgs& args, const CommandContext& ctx);
 
 }  // namespace deepnet::ctl

@@ -155,6 +155,28 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
       "workers", "List worker daemons: state, slots used/free, devices, jobs, last heartbeat");
   workers->alias("nodes");
 
+  LogsArgs logs_args;
+  int logs_rank = -1;
+  CLI::App* logs = app.add_subcommand(
+      "logs", "Print a trainer's output (default: stderr of the failing rank, else rank 0, of "
+              "the latest attempt); owner or admin");
+  logs->add_option("ID", logs_args.job_id, "Job id")->required();
+  logs->add_option("--rank", logs_rank,
+                   "Rank (default: the one whose failure ended the attempt, else 0)")
+      ->check(CLI::NonNegativeNumber);
+  logs->add_option("--attempt", logs_args.attempt, "Attempt 1, 2, ... (default: the latest)")
+      ->check(CLI::PositiveNumber);
+  logs->add_flag("--stdout", logs_args.stdout_stream,
+                 "The trainer's JSON events (stdout) instead of its log (stderr)");
+  CLI::Option* tail_option =
+      logs->add_option("--tail-bytes", logs_args.tail_bytes, "Only the last N bytes")
+          ->check(CLI::PositiveNumber);
+  logs->add_option("--offset", logs_args.offset, "Start at this byte of the log")
+      ->check(CLI::NonNegativeNumber)
+      ->excludes(tail_option);
+  logs->add_flag("-f,--follow", logs_args.follow,
+                 "Keep printing new output until the rank exits (Ctrl-C stops)");
+
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
   try {
@@ -187,6 +209,7 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
     list_args.labels[label.substr(0, eq)] = label.substr(eq + 1);
   }
   if (all_users) list_args.owner = "*";
+  if (logs_rank >= 0) logs_args.rank = logs_rank;
 
   absl::StatusOr<std::string> token = Token(flags, env);
   if (!token.ok()) return UsageError(std::string(token.status().message()), env);
@@ -227,6 +250,7 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
   if (watch->parsed()) return RunWatch(job_id, ctx);
   if (metrics->parsed()) return RunMetrics(metrics_args, ctx);
   if (workers->parsed()) return RunWorkers(ctx);
+  if (logs->parsed()) return RunLogs(logs_args, ctx);
   return UsageError("no command given", env);
 }
 

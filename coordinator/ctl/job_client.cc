@@ -118,4 +118,10 @@ std::unique_ptr<grpc::ClientReaderInterface<v1::StreamMetricsResponse>> JobClien
   return stub_->StreamMetrics(context, request);
 }
 
+std::unique_ptr<grpc::ClientReaderInterface<v1::GetJobLogsResponse>> JobClient::Logs(
+    grpc::ClientContext* context, const v1::GetJobLogsRequest& request) {
+  rpc::PrepareContext(context, options_.token, std::chrono::milliseconds(0));
+  return stub_->GetJobLogs(context, request);
+}
+
 }  // namespace deepnet::ctl

@@ -52,6 +52,8 @@ class JobClient {
       grpc::ClientContext* context, const v1::WatchJobRequest& request);
   std::unique_ptr<grpc::ClientReaderInterface<v1::StreamMetricsResponse>> StreamMetrics(
       grpc::ClientContext* context, const v1::StreamMetricsRequest& request);
+  std::unique_ptr<grpc::ClientReaderInterface<v1::GetJobLogsResponse>> Logs(
+      grpc::ClientContext* context, const v1::GetJobLogsRequest& request);
 
   const JobClientOptions& options() const { return options_; }
 

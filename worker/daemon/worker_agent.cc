@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
 #include "proto/rpc/rpc_util.h"
+#include "worker/daemon/log_request_answer.h"
 
 namespace deepnet::agent {
 
@@ -334,6 +335,10 @@ bool WorkerAgent::Send(v1::WorkerMessage& message) {
 
 void WorkerAgent::HandleCommand(const v1::CoordinatorMessage& message) {
   if (message.body_case() == v1::CoordinatorMessage::kLease) return;  // last_heard_ is enough.
+  if (message.body_case() == v1::CoordinatorMessage::kLogRequest) {
+    AnswerLog(message);
+    return;
+  }
   const bool assignment = message.body_case() == v1::CoordinatorMessage::kAssignment;
   if (!assignment && message.body_case() != v1::CoordinatorMessage::kCancellation) {
     spdlog::warn("[agent] ignoring coordinator message {} with no known body", message.sequence());
@@ -366,6 +371,32 @@ void WorkerAgent::HandleCommand(const v1::CoordinatorMessage& message) {
     result->set_accepted(true);
   }
   if (!result->accepted()) spdlog::warn("[agent] {}", result->error());
+  Send(reply);
+}
+
+void WorkerAgent::AnswerLog(const v1::CoordinatorMessage& message) {
+  const v1::LogRequest& request = message.log_request();
+  v1::WorkerMessage reply;
+  const int64_t epoch = epoch_.load();
+  if (message.epoch() != epoch) {
+    v1::LogChunk* chunk = reply.mutable_log_chunk();
+    chunk->set_request_id(request.request_id());
+    chunk->set_error_code(static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
+    chunk->set_error(absl::StrCat("log request carries epoch ", message.epoch(),
+                                  " but this worker's registration is epoch ", epoch));
+  } else {
+    // Checked before the read: a trainer not running then has written all it ever will.
+    bool running = false;
+    for (const TaskSnapshot& task : supervisor_.Tasks()) {
+      running = running || (task.job_id == request.job_id() && task.attempt == request.attempt() &&
+                            task.rank == request.rank());
+    }
+    *reply.mutable_log_chunk() = AnswerLogRequest(request, options_.supervisor.work_dir, running);
+  }
+  if (reply.log_chunk().error_code() != 0) {
+    spdlog::info("[agent] log request {} refused: {}", request.request_id(),
+                 reply.log_chunk().error());
+  }
   Send(reply);
 }
 

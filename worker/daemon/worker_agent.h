@@ -1,9 +1,9 @@
 #pragma once
 // The worker daemon's control loop: registers with the coordinator's WorkerService, keeps one
 // Session stream open (heartbeats, lease renewals, assignments, cancellations, trainer exits,
-// metric reports) and runs the assigned trainers through a TrainerSupervisor. Survives the
-// coordinator's restarts: trainers keep running while it registers again (listing them) and
-// opens a new session. Torch-free.
+// metric reports, requests for trainer logs) and runs the assigned trainers through a
+// TrainerSupervisor. Survives the coordinator's restarts: trainers keep running while it
+// registers again (listing them) and opens a new session. Torch-free.
 
 #include <atomic>
 #include <chrono>
@@ -102,6 +102,8 @@ class WorkerAgent {
   // One registration + session; returns when the stream ends. False when registering failed.
   bool RunSession();
   void HandleCommand(const v1::CoordinatorMessage& message);
+  // Answers a LogRequest with a LogChunk (read on the session thread: at most 64 KiB).
+  void AnswerLog(const v1::CoordinatorMessage& message);
   // Stamps `message` with the session's worker id, epoch and next sequence number and writes
   // it; false when no session is open or the write failed.
   bool Send(v1::WorkerMessage& message);

@@ -98,6 +98,15 @@ TEST(DeepnetctlBinaryTest, ExitCodesAsDocumented) {
       {{Snapshot(fake.job), StateChange(3, v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED)}}};
   EXPECT_EQ(RunBinary({"watch", "j-1"}, {env}), 0);
 
+  fake.log_messages = {};
+  fake.logs_end = grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "job j-1 belongs to alice");
+  EXPECT_EQ(RunBinary({"logs", "j-1"}, {env}), 5);
+  fake.logs_end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker w-1 is lost");
+  EXPECT_EQ(RunBinary({"logs", "j-1", "--follow"}, {env}), 6);
+  fake.logs_end = grpc::Status::OK;
+  EXPECT_EQ(RunBinary({"logs", "j-1", "--rank", "1", "--follow"}, {env}), 0);
+  EXPECT_EQ(RunBinary({"logs", "j-1", "--rank", "x"}, {env}), 2);
+
   const std::string nowhere =
       "127.0.0.1:" + std::to_string(deepnet::testing::UnusedLoopbackPort());
   EXPECT_EQ(RunBinary({"get", "j-1", "--coordinator", nowhere, "--timeout", "2s"}, {}), 6);

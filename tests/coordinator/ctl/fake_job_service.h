@@ -40,6 +40,9 @@ class FakeJobService final : public v1::JobService::Service {
   std::vector<v1::StreamMetricsResponse> metric_messages;
   // After the metric messages: end with OK (false: wait until the client cancels).
   bool metrics_end = true;
+  // GetJobLogs answers these messages, then ends with logs_end.
+  std::vector<v1::GetJobLogsResponse> log_messages;
+  grpc::Status logs_end = grpc::Status::OK;
   // Recorded requests, and the authorization header of every call ("" when absent).
   std::vector<v1::SubmitJobRequest> submits;
   std::vector<v1::GetJobRequest> gets;
@@ -49,6 +52,7 @@ class FakeJobService final : public v1::JobService::Service {
   int worker_lists = 0;
   std::vector<v1::WatchJobRequest> watches;
   std::vector<v1::StreamMetricsRequest> metric_requests;
+  std::vector<v1::GetJobLogsRequest> log_requests;
   std::vector<std::string> authorization;
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
@@ -139,6 +143,21 @@ class FakeJobService final : public v1::JobService::Service {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     return grpc::Status::OK;
+  }
+
+  grpc::Status GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
+                          grpc::ServerWriter<v1::GetJobLogsResponse>* writer) override {
+    std::vector<v1::GetJobLogsResponse> messages;
+    grpc::Status end;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      log_requests.push_back(*request);
+      if (grpc::Status s = Begin(context); !s.ok()) return s;
+      messages = log_messages;
+      end = logs_end;
+    }
+    for (const auto& message : messages) writer->Write(message);
+    return end;
   }
 
  private:
