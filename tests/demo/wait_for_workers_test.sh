@@ -27,7 +27,7 @@ printf '%s tester user\n%s workers worker\n' "$user_token" "$worker_token" > "$w
 printf '%s\n' "$worker_token" > "$work/worker.token"
 "$build_dir/coordinator/deepnet-coordinator" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
   --db "$work/coordinator.db" --tokens-file "$work/tokens" --port-file "$work/ports" \
-  2> "$work/coordinator.log" &
+  > "$work/coordinator.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 300); do [ -f "$work/ports" ] && break; sleep 0.1; done
 [ -f "$work/ports" ] || { cat "$work/coordinator.log" >&2; fail "the coordinator did not start"; }
@@ -39,7 +39,7 @@ start_worker() {  # name delay_s
     exec "$build_dir/worker/daemon/deepnet-worker" --coordinator "127.0.0.1:$port" --name "$1" \
       --slots 2 --work-dir "$work/$1" --trainer "$build_dir/worker/deepnet" \
       --token-file "$work/worker.token" --listen 127.0.0.1:0
-  ) 2> "$work/$1.log" &
+  ) > "$work/$1.log" 2>&1 &
   pids+=($!)
 }
 
