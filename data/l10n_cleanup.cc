@@ -264,6 +264,17 @@ bool IsFormatOnly(std::string_view s) {
   return true;
 }
 
+bool HasPlaceholder(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if ((c == '%' && PlaceholderAt(s, i) > 0) || (c == '{' && BraceFieldAt(s, i) > 0) ||
+        (c == '<' && TagAt(s, i) > 0) || (c == '&' && EntityAt(s, i) > 0)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string StripAccelerators(std::string_view text) {
   const std::string cjk = StripCjkAccelerators(text);
   std::string_view s = cjk;

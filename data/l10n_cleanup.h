@@ -32,6 +32,10 @@ std::optional<std::string> NormalizeLocale(std::string_view folder);
 /// format-only.
 bool IsFormatOnly(std::string_view s);
 
+/// True when `s` holds at least one of the placeholders IsFormatOnly skips: a printf conversion,
+/// a Qt/KDE %1, a brace field, a markup tag or an entity ("Open %s", "<b>Bold</b>", "{0} files").
+bool HasPlaceholder(std::string_view s);
+
 /// Removes keyboard-accelerator markers: CJK-style "(_F)", "(&F)" (with the spaces before it;
 /// full-width parentheses too), then the first '&' accelerator ("E&xit", "&File") and the first
 /// '_' accelerator ("_File", "Save _As", "E_xit"). A '&' stays in "&&" (KDE's literal '&', or

@@ -94,6 +94,36 @@ void CollectPairs(const MoCatalog& catalog, PairDeduper* deduper, std::vector<Te
   }
 }
 
+int64_t WordCount(std::string_view s) {
+  int64_t words = 0;
+  bool in_word = false;
+  for (const char c : s) {
+    const bool space = c == ' ';  // CollapseWhitespace left single spaces only.
+    if (!space && !in_word) ++words;
+    in_word = !space;
+  }
+  return words;
+}
+
+// Drops the pairs options.max_source_words and options.drop_placeholders leave out, keeping the
+// order of the rest, and counts them in `summary`.
+void FilterPairs(const L10nCorpusOptions& options, std::vector<TextPair>* pairs,
+                 L10nCorpusSummary* summary) {
+  if (options.max_source_words <= 0 && !options.drop_placeholders) return;
+  std::vector<TextPair> kept;
+  kept.reserve(pairs->size());
+  for (TextPair& pair : *pairs) {
+    if (options.max_source_words > 0 && WordCount(pair.first) > options.max_source_words) {
+      ++summary->long_pairs;
+    } else if (options.drop_placeholders && HasPlaceholder(pair.first)) {
+      ++summary->placeholder_pairs;
+    } else {
+      kept.push_back(std::move(pair));
+    }
+  }
+  *pairs = std::move(kept);
+}
+
 // Keeps the `cap` pairs with the smallest hashes, in their original order.
 int64_t CapPairs(int64_t cap, std::vector<TextPair>* pairs) {
   if (cap <= 0 || static_cast<int64_t>(pairs->size()) <= cap) return 0;
@@ -170,6 +200,10 @@ std::vector<std::string> DefaultExcludedL10nDomains() {
 
 absl::Status Validate(const L10nCorpusOptions& options) {
   if (options.out_dir.empty()) return absl::InvalidArgumentError("out_dir is required");
+  if (options.max_source_words < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_source_words must be >= 0 (0 = no limit), got ", options.max_source_words));
+  }
   if (options.min_pairs < 0 || options.max_pairs_per_locale < 0) {
     return absl::InvalidArgumentError("min_pairs and max_pairs_per_locale must be >= 0");
   }
@@ -283,6 +317,7 @@ absl::StatusOr<L10nCorpusSummary> BuildL10nCorpus(const L10nCorpusOptions& optio
       summary.locales_below_min.push_back(stats);
       continue;
     }
+    FilterPairs(options, &pairs, &summary);
     summary.capped_pairs += CapPairs(options.max_pairs_per_locale, &pairs);
     std::string text[3];  // [CorpusSplit]
     for (const TextPair& pair : pairs) {
@@ -319,6 +354,8 @@ std::string L10nSummaryToJson(const L10nCorpusSummary& summary, const L10nCorpus
   json["options"] = {{"locales", options.locales},
                      {"min_pairs", options.min_pairs},
                      {"max_pairs_per_locale", options.max_pairs_per_locale},
+                     {"max_source_words", options.max_source_words},
+                     {"drop_placeholders", options.drop_placeholders},
                      {"valid_fraction", options.valid_fraction},
                      {"test_fraction", options.test_fraction}};
   json["total_pairs"] = summary.total_pairs;
@@ -360,6 +397,8 @@ std::string L10nSummaryToJson(const L10nCorpusSummary& summary, const L10nCorpus
                      {"dropped_identical", c.dropped_identical},
                      {"dropped_duplicate", summary.duplicate_pairs},
                      {"dropped_over_cap", summary.capped_pairs},
+                     {"dropped_long", summary.long_pairs},
+                     {"dropped_placeholder", summary.placeholder_pairs},
                      {"plural_forms_unavailable", summary.plural_forms_unavailable},
                      {"kept_before_dedupe", c.kept}};
   // Paths need not be UTF-8; replace what is not rather than throw.

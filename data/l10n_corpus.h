@@ -39,6 +39,13 @@ struct L10nCorpusOptions {
   int64_t min_pairs = 0;
   // Pairs kept per locale, a sample stable across machines (smallest pair hashes); 0 = no cap.
   int64_t max_pairs_per_locale = 0;
+  // Pairs whose English source has more words (runs of non-space characters) than this are left
+  // out of every split; 0 keeps all. Short interface strings (menu items, buttons, messages)
+  // are what a small model learns first.
+  int64_t max_source_words = 0;
+  // Leaves out pairs whose English source holds a placeholder (HasPlaceholder: %s, {0}, <b>,
+  // &amp;), keeping plain sentences only.
+  bool drop_placeholders = false;
   // Fractions of English sentences (not pairs) in valid and test, chosen by a hash of the
   // source, so a sentence lands in the same split in every locale. Each in [0, 1], sum <= 1.
   double valid_fraction = 0.01;
@@ -88,6 +95,8 @@ struct L10nCorpusSummary {
   int64_t plural_forms_unavailable = 0;    // Plural pairs whose form index was out of range.
   int64_t duplicate_pairs = 0;             // (src, tgt) repeats dropped within a locale.
   int64_t capped_pairs = 0;                // Dropped by max_pairs_per_locale.
+  int64_t long_pairs = 0;                  // Dropped by max_source_words.
+  int64_t placeholder_pairs = 0;           // Dropped by drop_placeholders.
   CleanupStats cleanup;
 };
 

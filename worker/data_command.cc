@@ -86,6 +86,8 @@ int RunBuildCorpus(const BuildCorpusCommand& command, std::ostream& out, std::os
   options.locales = command.locales;
   options.min_pairs = command.min_pairs;
   options.max_pairs_per_locale = command.max_pairs_per_locale;
+  options.max_source_words = command.max_source_words;
+  options.drop_placeholders = command.drop_placeholders;
   options.valid_fraction = command.valid_fraction;
   options.test_fraction = command.test_fraction;
   if (absl::Status status = data::Validate(options); !status.ok()) {
@@ -117,6 +119,11 @@ int RunBuildCorpus(const BuildCorpusCommand& command, std::ostream& out, std::os
       out << " " << locale.locale << " (" << locale.total() << ")";
     }
     out << "\n";
+  }
+  if (summary->long_pairs > 0 || summary->placeholder_pairs > 0) {
+    out << kBuildTag << "left out " << summary->long_pairs << " pairs over "
+        << command.max_source_words << " English words and " << summary->placeholder_pairs
+        << " with placeholders\n";
   }
   for (const std::string& root : summary->roots_missing) {
     out << kBuildTag << "root " << root << " does not exist (run `deepnet data fetch-l10n`?)\n";

@@ -20,6 +20,8 @@ struct BuildCorpusCommand {
   int64_t min_pairs = 0;
   // Pairs kept per locale (a stable sample); 0 means no cap.
   int64_t max_pairs_per_locale = 0;
+  int64_t max_source_words = 0;
+  bool drop_placeholders = false;
   // Fractions of English sentences held out for valid and test.
   double valid_fraction = 0.01;
   double test_fraction = 0.01;

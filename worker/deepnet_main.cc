@@ -108,6 +108,11 @@ int main(int argc, char** argv) {
   corpus_cmd->add_option("--locales", corpus.locales, "Only these locales")->delimiter(',');
   corpus_cmd->add_option("--min-pairs", corpus.min_pairs, "Drop locales with fewer pairs");
   corpus_cmd->add_option("--max-pairs", corpus.max_pairs_per_locale, "Cap per locale; 0 = none");
+  corpus_cmd->add_option("--max-source-words", corpus.max_source_words,
+                         "Leave out pairs whose English has more words; 0 = no limit")
+      ->check(CLI::NonNegativeNumber);
+  corpus_cmd->add_flag("--drop-placeholders", corpus.drop_placeholders,
+                       "Leave out pairs whose English holds %s, {0}, <b> or &amp;");
   corpus_cmd->add_option("--valid-fraction", corpus.valid_fraction, "Share of English sources");
   corpus_cmd->add_option("--test-fraction", corpus.test_fraction, "Share of English sources");
   data::ShardBuildOptions prepare;

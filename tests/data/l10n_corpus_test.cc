@@ -242,6 +242,43 @@ TEST_F(L10nCorpusTest, AppliesLocaleFilterMinAndMaxPairs) {
   EXPECT_EQ(summary->files_out_of_scope, 4);  // en_GB, ko, nb, no.
 }
 
+TEST_F(L10nCorpusTest, LeavesOutLongAndPlaceholderSourcesWhenAsked) {
+  AddCatalogue("de", "app",
+               WriteMo({{"", MoHeader("UTF-8", "nplurals=2; plural=(n != 1);")},
+                        {"Open", "Öffnen"},
+                        {"Save the document", "Dokument speichern"},
+                        {"Delete all selected files now", "Alle gewählten Dateien jetzt löschen"},
+                        {"Open %s", "%s öffnen"},
+                        {"<b>Bold</b> text", "<b>Fetter</b> Text"},
+                        {"{0} files", "{0} Dateien"},
+                        {"Tom &amp; Jerry", "Tom &amp; Jerry zwei"},
+                        {"Print", "Drucken"}}));
+  L10nCorpusOptions options = Options();
+  options.valid_fraction = 0.0;
+  options.test_fraction = 0.0;
+  options.max_source_words = 3;
+  options.drop_placeholders = true;
+  absl::StatusOr<L10nCorpusSummary> summary = BuildL10nCorpus(options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(ReadAll(dir_ / "out" / "train.de.tsv"),
+            "en\tde\tOpen\tÖffnen\nen\tde\tSave the document\tDokument speichern\n"
+            "en\tde\tPrint\tDrucken\n");
+  EXPECT_EQ(summary->long_pairs, 1);         // six words
+  EXPECT_EQ(summary->placeholder_pairs, 4);  // %s, <b>, {0}, &amp;
+  const nlohmann::json json = nlohmann::json::parse(ReadAll(dir_ / "out" / "summary.json"));
+  EXPECT_EQ(json["options"]["max_source_words"], 3);
+  EXPECT_EQ(json["cleanup"]["dropped_placeholder"], 4);
+
+  options.max_source_words = 0;  // Both off: everything stays.
+  options.drop_placeholders = false;
+  summary = BuildL10nCorpus(options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->total_pairs, 8);
+  EXPECT_EQ(summary->long_pairs + summary->placeholder_pairs, 0);
+  options.max_source_words = -1;
+  EXPECT_THAT(std::string(Validate(options).message()), HasSubstr("max_source_words"));
+}
+
 TEST_F(L10nCorpusTest, RemovesStaleOutputsAndReportsMissingRoots) {
   AddSampleTree();
   fs::create_directories(dir_ / "out");
