@@ -1,90 +1,169 @@
 #!/usr/bin/env bash
 # The README demo. Sets DeepNet up, then, on real multilingual text:
 #   1. downloads Debian localisation packages (apt-get download, never installed) and builds an
-#      English<->X corpus for 10 locales from their gettext catalogues;
-#   2. trains a shared SentencePiece model and writes binarised shards;
+#      English<->X corpus of short plain interface strings (at most 8 English words, no
+#      placeholders) from their gettext catalogues (German, French, Spanish by default);
+#   2. trains a shared SentencePiece model and writes binarised shards for both directions;
 #   3. starts the service on this machine (deepnet-coordinator and two deepnet-worker daemons
-#      with two slots each), submits the 6L-6L DeepNorm model as a 2x2 (pipeline x data) job
-#      with deepnetctl, watches it train, lists its checkpoints and scrapes /metrics;
-#   4. scores the test split with BLEU and chrF2 (sacreBLEU-compatible) and translates a few
-#      sentences.
-# DEMO_MINUTES (default 8) bounds the training. Without network access to Debian's archive, step 1
-# falls back to the catalogues already in /usr/share/locale.
+#      with two slots each), waits until both workers are ready (`deepnetctl workers`), submits
+#      a 3L-3L DeepNorm model as a 2x2 (pipeline x data) job, watches it train, lists its
+#      checkpoints and scrapes /metrics;
+#   4. scores the test split with BLEU and chrF2 (sacreBLEU-compatible), translates frequent
+#      interface strings and test sentences, and ends with a summary.
+#
+# Knobs (environment):
+#   DEMO_MINUTES         training time bound (default 14)
+#   DEMO_LOCALES         target languages (default de,fr,es)
+#   DEMO_EVAL_SENTENCES  test sentences scored per direction (default 300; 0 = all)
+#   DEMO_SPM_SENTENCES   sentences SentencePiece trains on (default 200000)
+#   DEMO_SKIP_SETUP=1    do not run scripts/setup.sh (the build in BUILD_DIR must exist)
+#   DEMO_WORKER_DELAY_S  start the worker daemons this many seconds late (tests the waiting)
+#   DEMO_PORT, DEMO_METRICS_PORT  coordinator ports (default 0: any free port)
+#   BUILD_DIR (default build), RUN_DIR (default runs/l10n)
+# Without network access to Debian's archive, step 1 falls back to the catalogues already in
+# /usr/share/locale. Exits non-zero unless the job SUCCEEDED and scores were printed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/setup.sh
+if [ "${DEMO_SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
 BUILD_DIR=${BUILD_DIR:-build}
 RUN_DIR=${RUN_DIR:-runs/l10n}
-MINUTES=${DEMO_MINUTES:-8}
-LOCALES=${DEMO_LOCALES:-de,fr,es,it,nl,pl,pt_BR,ru,ja,zh_CN}
+MINUTES=${DEMO_MINUTES:-14}
+LOCALES=${DEMO_LOCALES:-de,fr,es}
+EVAL_SENTENCES=${DEMO_EVAL_SENTENCES:-300}
+SPM_SENTENCES=${DEMO_SPM_SENTENCES:-200000}
+WORKER_DELAY=${DEMO_WORKER_DELAY_S:-0}
+VOCAB=4000
 DEEPNET="$BUILD_DIR/worker/deepnet"
+COORDINATOR="$BUILD_DIR/coordinator/deepnet-coordinator"
+WORKER="$BUILD_DIR/worker/daemon/deepnet-worker"
+CTL="$BUILD_DIR/coordinator/ctl/deepnetctl"
+started=$(date +%s)
+say() { echo "[demo] $*"; }
+die() { echo "[demo] error: $*" >&2; exit 1; }
+for bin in "$DEEPNET" "$COORDINATOR" "$WORKER" "$CTL"; do
+  [ -x "$bin" ] || die "$bin is missing: build first (bash scripts/setup.sh)"
+done
+mkdir -p "$RUN_DIR"
+RUN_ABS=$(cd "$RUN_DIR" && pwd)
 
 echo; echo "== 1. Corpus from gettext catalogues =="
 roots=(--root /usr/share/locale)
 if "$DEEPNET" data fetch-l10n; then roots+=(--root data/l10n/extracted); else
-  echo "[demo] fetch-l10n failed; using /usr/share/locale only" >&2; fi
-"$DEEPNET" data build-corpus "${roots[@]}" --out "$RUN_DIR/corpus" --locales "$LOCALES"
+  say "fetch-l10n failed; using /usr/share/locale only" >&2; fi
+"$DEEPNET" data build-corpus "${roots[@]}" --out "$RUN_ABS/corpus" --locales "$LOCALES" \
+  --max-source-words 8 --drop-placeholders
 
 echo; echo "== 2. SentencePiece model and binarised shards =="
-"$DEEPNET" data prepare --corpus "$RUN_DIR/corpus" --out "$RUN_DIR/shards" --vocab-size 4000 \
-  --training-sentences 100000 --max-len 64
+"$DEEPNET" data prepare --corpus "$RUN_ABS/corpus" --out "$RUN_ABS/shards" \
+  --vocab-size "$VOCAB" --training-sentences "$SPM_SENTENCES" --max-len 32
 
 echo; echo "== 3. The service: a coordinator, two worker daemons (2 slots each) and a 2x2 job =="
-"$DEEPNET" inspect --config examples/l10n_demo.yaml --vocab-size 4000
-RUN_ABS=$(cd "$RUN_DIR" && pwd)
 SERVICE_DIR="$RUN_ABS/service"
-rm -rf "$SERVICE_DIR" "$RUN_ABS/service-checkpoints"
+CHECKPOINTS="$RUN_ABS/service-checkpoints"
+rm -rf "$SERVICE_DIR" "$CHECKPOINTS"
 mkdir -p "$SERVICE_DIR"
-PORT=${DEMO_PORT:-7070}
-METRICS_PORT=${DEMO_METRICS_PORT:-9464}
 USER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 WORKER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s demo user\n%s workers worker\n' "$USER_TOKEN" "$WORKER_TOKEN" > "$SERVICE_DIR/tokens"
 printf '%s\n' "$WORKER_TOKEN" > "$SERVICE_DIR/worker.token"
-sed -e "s|@RUN_DIR@|$RUN_ABS|g" -e "s|max_minutes: 8|max_minutes: $MINUTES|" \
+chmod 600 "$SERVICE_DIR/tokens" "$SERVICE_DIR/worker.token"
+sed -e "s|@RUN_DIR@|$RUN_ABS|g" -e "s|max_minutes: 14|max_minutes: $MINUTES|" \
   examples/l10n_service.yaml > "$SERVICE_DIR/job.yaml"
+"$DEEPNET" inspect --config "$SERVICE_DIR/job.yaml" --vocab-size "$VOCAB"
+
 pids=()
 stop_service() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pids=()
 }
 trap stop_service EXIT
-"$BUILD_DIR/coordinator/deepnet-coordinator" --listen "127.0.0.1:$PORT" \
-  --metrics-listen "127.0.0.1:$METRICS_PORT" --db "$SERVICE_DIR/coordinator.db" \
+"$COORDINATOR" --listen "127.0.0.1:${DEMO_PORT:-0}" \
+  --metrics-listen "127.0.0.1:${DEMO_METRICS_PORT:-0}" --db "$SERVICE_DIR/coordinator.db" \
   --tokens-file "$SERVICE_DIR/tokens" --port-file "$SERVICE_DIR/ports" \
-  2> "$SERVICE_DIR/coordinator.log" &
+  > "$SERVICE_DIR/coordinator.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do [ -f "$SERVICE_DIR/ports" ] && break; sleep 0.1; done
-[ -f "$SERVICE_DIR/ports" ] || { cat "$SERVICE_DIR/coordinator.log"; exit 1; }
+# The port file appears once the coordinator serves (it is written atomically).
+for _ in $(seq 300); do
+  [ -f "$SERVICE_DIR/ports" ] && break
+  kill -0 "${pids[0]}" 2>/dev/null || { cat "$SERVICE_DIR/coordinator.log" >&2; die "the coordinator exited"; }
+  sleep 0.1
+done
+[ -f "$SERVICE_DIR/ports" ] || { cat "$SERVICE_DIR/coordinator.log" >&2; die "the coordinator did not start"; }
+PORT=$(sed -n 's/^grpc=//p' "$SERVICE_DIR/ports")
+METRICS_PORT=$(sed -n 's/^metrics=//p' "$SERVICE_DIR/ports")
+say "coordinator serving on 127.0.0.1:$PORT (metrics :$METRICS_PORT)"
+export DEEPNET_COORDINATOR="127.0.0.1:$PORT" DEEPNET_TOKEN="$USER_TOKEN"
 for w in 1 2; do
-  "$BUILD_DIR/worker/daemon/deepnet-worker" --coordinator "127.0.0.1:$PORT" --name "demo-w$w" \
-    --slots 2 --work-dir "$SERVICE_DIR/w$w" --trainer "$PWD/$DEEPNET" \
-    --token-file "$SERVICE_DIR/worker.token" --listen 127.0.0.1:0 \
-    2> "$SERVICE_DIR/worker-$w.log" &
+  (
+    if [ "$WORKER_DELAY" != 0 ]; then sleep "$WORKER_DELAY"; fi
+    exec "$WORKER" --coordinator "127.0.0.1:$PORT" --name "demo-w$w" \
+      --slots 2 --work-dir "$SERVICE_DIR/w$w" --trainer "$PWD/$DEEPNET" \
+      --token-file "$SERVICE_DIR/worker.token" --listen 127.0.0.1:0
+  ) > "$SERVICE_DIR/worker-$w.log" 2>&1 &
   pids+=($!)
 done
-export DEEPNET_COORDINATOR="127.0.0.1:$PORT" DEEPNET_TOKEN="$USER_TOKEN"
-CTL="$BUILD_DIR/coordinator/ctl/deepnetctl"
+
+# Waits until two ready workers offer the 2x2 gang's 4 slots, by asking the coordinator
+# (`deepnetctl workers`), never with a guessed sleep; a worker daemon that exits, or 120 s
+# without both, ends the demo with the workers' logs.
+if ! CTL="$CTL" bash scripts/wait_for_workers.sh 2 4 "${DEMO_WORKER_TIMEOUT_S:-120}" "${pids[1]}" "${pids[2]}"; then
+  tail -n 20 "$SERVICE_DIR"/worker-*.log >&2
+  die "the worker daemons did not become ready"
+fi
+
 JOB=$("$CTL" submit "$SERVICE_DIR/job.yaml" -o json | sed -n 's/.*"job_id": *"\([^"]*\)".*/\1/p' | head -1)
-echo "[demo] submitted job $JOB; watching it train (logs in $SERVICE_DIR)"
-"$CTL" watch "$JOB"
+[ -n "$JOB" ] || die "submit returned no job id"
+say "submitted job $JOB; watching it train (logs in $SERVICE_DIR)"
+"$CTL" watch "$JOB" || true
 "$CTL" get "$JOB"
+STATE=$("$CTL" get "$JOB" -o json | sed -n 's/.*"state": *"\([A-Z_]*\)".*/\1/p' | head -1)
+if [ "$STATE" != "JOB_STATE_SUCCEEDED" ] && [ "$STATE" != "SUCCEEDED" ]; then
+  "$CTL" logs "$JOB" --tail-bytes 4000 >&2 || true
+  die "job $JOB ended $STATE, not SUCCEEDED (its trainers' output is above; deepnetctl logs $JOB)"
+fi
 echo "-- checkpoints on shared storage:"
 "$CTL" checkpoints "$JOB"
-echo "-- Prometheus metrics (GET http://127.0.0.1:$METRICS_PORT/metrics):"
+echo "-- Prometheus metrics (GET http://127.0.0.1:$METRICS_PORT/metrics, saved to $SERVICE_DIR/metrics.txt):"
 exec 3<>"/dev/tcp/127.0.0.1/$METRICS_PORT"
 printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
-grep -E '^deepnet_(jobs|workers|job_restarts_total|job_time_to_running_seconds_count|jobs_submitted_total)' <&3 || true
+cat <&3 > "$SERVICE_DIR/metrics.txt"
 exec 3<&-
+grep -E '^deepnet_(jobs|workers|job_restarts_total|job_time_to_running_seconds_count|jobs_submitted_total)' \
+  "$SERVICE_DIR/metrics.txt" || true
 stop_service
 trap - EXIT
-CHECKPOINTS="$RUN_ABS/service-checkpoints"
+train_done=$(date +%s)
 
-echo; echo "== 4. BLEU and chrF2 on the test split (first 40 sentences per direction) =="
-"$DEEPNET" eval --checkpoint "$CHECKPOINTS" --test-dir "$RUN_DIR/corpus" \
-  --max-sentences 40 --beam 4
-for lang in de fr ja; do
-  echo "-- en -> $lang:"
-  printf 'Open file\nSave the document\nPrint\nCopy link location\n' |
-    "$DEEPNET" translate --checkpoint "$CHECKPOINTS" --to "$lang" --beam 4
+echo; echo "== 4. BLEU and chrF2 on the test split =="
+"$DEEPNET" eval --checkpoint "$CHECKPOINTS" --test-dir "$RUN_ABS/corpus" \
+  --max-sentences "$EVAL_SENTENCES" --beam 4 | tee "$RUN_ABS/scores.txt"
+grep -q "avg en->X" "$RUN_ABS/scores.txt" || die "deepnet eval printed no scores"
+: > "$RUN_ABS/translations.txt"
+IFS=, read -r -a locale_list <<< "$LOCALES"
+ui_strings=$'Open file\nSave the document\nPrint\nCopy link location\nClose window\nSelect All\nNew Folder\nPreferences'
+for lang in "${locale_list[@]}"; do
+  {
+    echo "-- en -> $lang:"
+    paste -d'\t' <(printf '%s\n' "$ui_strings") \
+      <(printf '%s\n' "$ui_strings" | "$DEEPNET" translate --checkpoint "$CHECKPOINTS" --to "$lang" --beam 4) |
+      sed 's/\t/  =>  /'
+    echo "-- $lang -> en (test sentences; reference in brackets):"
+    head -n 3 "$RUN_ABS/corpus/test.$lang.tsv" | cut -f4 > "$RUN_ABS/src.$lang.txt"
+    head -n 3 "$RUN_ABS/corpus/test.$lang.tsv" | cut -f3 > "$RUN_ABS/ref.$lang.txt"
+    paste -d'\t' "$RUN_ABS/src.$lang.txt" \
+      <("$DEEPNET" translate --checkpoint "$CHECKPOINTS" --to en --beam 4 < "$RUN_ABS/src.$lang.txt") \
+      "$RUN_ABS/ref.$lang.txt" | awk -F'\t' '{printf "%s  =>  %s  [%s]\n", $1, $2, $3}'
+  } | tee -a "$RUN_ABS/translations.txt"
 done
+
+finished=$(date +%s)
+echo; echo "== Summary =="
+echo "job $JOB SUCCEEDED: 3L-3L DeepNorm, 2 pipeline stages x 2 data-parallel replicas on 2 worker daemons"
+echo "wall time: $(( (finished - started) / 60 )) min $(( (finished - started) % 60 )) s in all," \
+  "$(( (train_done - started) / 60 )) min to the end of training"
+sed -n '/^direction/,$p' "$RUN_ABS/scores.txt"
+echo "translations:  $RUN_ABS/translations.txt"
+echo "checkpoints:   $CHECKPOINTS"
+echo "service logs:  $SERVICE_DIR/{coordinator,worker-1,worker-2}.log; trainers' output in $SERVICE_DIR/w1, w2"
+echo "metrics:       $SERVICE_DIR/metrics.txt (scraped from the coordinator's /metrics)"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The README's main command, shortened (ctest -L demo): scripts/demo.sh on the same code path and
+# service layout (coordinator, two worker daemons started late on purpose, a 2x2 gang), with a
+# short training time and fewer test sentences. Fails unless the job SUCCEEDED, scores were
+# printed for every direction and the summary was written.
+#
+#   tests/demo/demo_test.sh BUILD_DIR RUN_DIR
+set -euo pipefail
+build_dir=$1 run_dir=$2
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+rm -rf "$run_dir"
+mkdir -p "$run_dir"
+log="$run_dir/demo.log"
+status=0
+DEMO_SKIP_SETUP=1 BUILD_DIR="$build_dir" RUN_DIR="$run_dir" \
+  DEMO_MINUTES="${DEMO_MINUTES:-3}" DEMO_EVAL_SENTENCES="${DEMO_EVAL_SENTENCES:-40}" \
+  DEMO_SPM_SENTENCES="${DEMO_SPM_SENTENCES:-60000}" DEMO_WORKER_DELAY_S="${DEMO_WORKER_DELAY_S:-4}" \
+  bash "$repo/scripts/demo.sh" 2>&1 | tee "$log" || status=$?
+fail() { echo "demo_test: FAILED: $*" >&2; exit 1; }
+[ "$status" -eq 0 ] || fail "scripts/demo.sh exited $status"
+grep -q "SUCCEEDED" "$log" || fail "the job did not reach SUCCEEDED"
+grep -q "workers ready\|ready workers" "$log" || fail "the demo did not wait for its workers"
+for dir in en-de de-en en-fr fr-en en-es es-en; do
+  grep -Eq "^$dir +[0-9]+ +[0-9.]+ +[0-9.]+$" "$log" || fail "no BLEU/chrF2 line for $dir"
+done
+grep -q "^== Summary ==" "$log" || fail "no summary"
+grep -q "=>" "$run_dir/translations.txt" || fail "no translations"
+echo "demo_test: passed"
