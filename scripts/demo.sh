@@ -45,6 +45,7 @@ for bin in "$DEEPNET" "$COORDINATOR" "$WORKER" "$CTL"; do
 done
 mkdir -p "$RUN_DIR"
 RUN_ABS=$(cd "$RUN_DIR" && pwd)
+TRAINER="$(cd "$(dirname "$DEEPNET")" && pwd)/$(basename "$DEEPNET")"  # absolute, for the daemons
 
 echo; echo "== 1. Corpus from gettext catalogues =="
 roots=(--root /usr/share/locale)
@@ -98,7 +99,7 @@ for w in 1 2; do
   (
     if [ "$WORKER_DELAY" != 0 ]; then sleep "$WORKER_DELAY"; fi
     exec "$WORKER" --coordinator "127.0.0.1:$PORT" --name "demo-w$w" \
-      --slots 2 --work-dir "$SERVICE_DIR/w$w" --trainer "$PWD/$DEEPNET" \
+      --slots 2 --work-dir "$SERVICE_DIR/w$w" --trainer "$TRAINER" \
       --token-file "$SERVICE_DIR/worker.token" --listen 127.0.0.1:0
   ) > "$SERVICE_DIR/worker-$w.log" 2>&1 &
   pids+=($!)
