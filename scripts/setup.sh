@@ -48,6 +48,9 @@ case "$blas" in
 esac
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths under the checkout are hashed relative to it, so a fresh clone in another folder (as CI
+# makes) hits the cache that an earlier build filled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 ccache --max-size=5G >/dev/null 2>&1 || true
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 cmake --build "$BUILD_DIR" -j"$(nproc)"
