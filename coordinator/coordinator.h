@@ -303,9 +303,6 @@ class Coordinator {
   // running ones and acts on the exits.
   void MaybeCompleteReattach(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLeases(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the worker's log reads in flight with UNAVAILABLE (its session ended or it was lost).
-  void FailLogReads(const std::string& worker_id, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkRankExited(JobRuntime& job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the job's latest step to the store.
   void PersistStep(JobRuntime& job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -329,11 +326,16 @@ class Coordinator {
   // Log reads waiting for their worker's LogChunk, by request id.
   struct PendingLogRead {
     std::string worker_id;
+    // The session the request went out on: once the worker no longer has it (session ended or
+    // replaced, re-registered, lost) no answer can come, and the read ends at once.
+    std::weak_ptr<WorkerCommandSink> sink;
     LogRequestCommand request;  // what was asked, to check the answer against
     bool done = false;
     absl::StatusOr<LogChunkReport> result;
   };
   std::map<int64_t, PendingLogRead> log_reads_ ABSL_GUARDED_BY(mu_);
+  // Whether the worker still has the session `read` went out on (an answer can still come).
+  bool SessionCarries(const PendingLogRead& read) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t last_log_request_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread loop_;
 };

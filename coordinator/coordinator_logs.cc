@@ -121,13 +121,14 @@ absl::StatusOr<LogChunkReport> Coordinator::ReadLog(const LogSource& source,
   }
   const int64_t id = request.request_id;
   log_reads_[id].worker_id = source.worker_id;
+  log_reads_[id].sink = worker->second.sink;
   log_reads_[id].request = request;
   if (!worker->second.sink->SendLogRequest(worker->second.epoch, request)) {
     log_reads_.erase(id);
     return absl::UnavailableError(absl::StrCat(what, ": its session cannot carry log requests"));
   }
   auto answered = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return log_reads_.at(id).done || shutting_down_;
+    return log_reads_.at(id).done || shutting_down_ || !SessionCarries(log_reads_.at(id));
   };
   mu_.AwaitWithTimeout(absl::Condition(&answered),
                        absl::FromChrono(options_.log_request_timeout));
@@ -141,6 +142,13 @@ absl::StatusOr<LogChunkReport> Coordinator::ReadLog(const LogSource& source,
     return read.result;
   }
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
+  if (!SessionCarries(read)) {
+    const auto now = workers_.find(source.worker_id);
+    const bool lost = now == workers_.end() || now->second.lost;
+    return absl::UnavailableError(absl::StrCat(
+        "worker ", source.worker_id, " went away before answering the log request: ",
+        lost ? "it was lost" : "its session ended or was replaced"));
+  }
   return absl::UnavailableError(absl::StrCat(
       what, ", did not answer the log request within ", options_.log_request_timeout.count(),
       " ms (a deepnet-worker older than `deepnetctl logs` never answers)"));
@@ -177,13 +185,10 @@ absl::Status Coordinator::OnLogChunk(const std::string& worker_id, int64_t epoch
   return absl::OkStatus();
 }
 
-void Coordinator::FailLogReads(const std::string& worker_id, const std::string& why) {
-  for (auto& [id, read] : log_reads_) {
-    if (read.worker_id != worker_id || read.done) continue;
-    read.done = true;
-    read.result = absl::UnavailableError(
-        absl::StrCat("worker ", worker_id, " went away before answering the log request: ", why));
-  }
+bool Coordinator::SessionCarries(const PendingLogRead& read) const {
+  const auto worker = workers_.find(read.worker_id);
+  if (worker == workers_.end() || worker->second.sink == nullptr) return false;
+  return read.sink.lock() == worker->second.sink;
 }
 
 }  // namespace deepnet::coordinator

@@ -57,7 +57,6 @@ absl::StatusOr<RegistrationResult> Coordinator::Register(const Registration& reg
         absl::StrCat("worker ", id, " registered again (epoch ", *epoch, ")")));
     worker.sink = nullptr;
   }
-  FailLogReads(id, "it registered again");
   const std::optional<WorkerInfo> known = scheduler_->FindWorker(id);
   if (known.has_value() && known->slots != n) {
     absl::StatusOr<std::vector<LostRanks>> lost = scheduler_->RemoveWorker(id);
@@ -109,10 +108,7 @@ absl::Status Coordinator::AttachSession(const std::string& worker_id, int64_t ep
   absl::StatusOr<WorkerRuntime*> worker = CheckEpoch(worker_id, epoch);
   if (!worker.ok()) return worker.status();
   WorkerRuntime& w = **worker;
-  if (w.sink) {
-    w.sink->Close(absl::AbortedError("a newer session replaced this one"));
-    FailLogReads(worker_id, "a newer session replaced its session");
-  }
+  if (w.sink) w.sink->Close(absl::AbortedError("a newer session replaced this one"));
   w.sink = std::move(sink);
   w.last_heard = Clock::now();
   for (const CancellationCommand& c : w.pending_cancels) w.sink->SendCancellation(w.epoch, c);
@@ -128,7 +124,6 @@ void Coordinator::DetachSession(const std::string& worker_id, int64_t epoch,
   auto it = workers_.find(worker_id);
   if (it == workers_.end() || it->second.epoch != epoch || it->second.sink.get() != sink) return;
   it->second.sink = nullptr;
-  FailLogReads(worker_id, "its session ended");
   // Its ranks keep running; it takes no new ones until it is back (or its lease runs out).
   if (!it->second.lost) (void)scheduler_->UpdateWorkerState(worker_id, WorkerState::kDraining);
   schedule_dirty_ = true;
@@ -349,7 +344,6 @@ void Coordinator::LoseWorker(WorkerRuntime& worker, const std::string& why) {
   worker.lost = true;
   if (worker.sink) worker.sink->Close(absl::UnavailableError(why));
   worker.sink = nullptr;
-  FailLogReads(worker.id, why);
   absl::StatusOr<std::vector<LostRanks>> lost =
       scheduler_->UpdateWorkerState(worker.id, WorkerState::kLost);
   if (lost.ok()) HandleLostRanks(*lost, worker.id, why);
