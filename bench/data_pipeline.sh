@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RUNS=${1:-3}
 STEPS=${2:-300}
-DEEPNET=${DEEPNET:-build/worker/deepnet}
+DEEPNET=${DEEPNET:-build/bin/deepnet}
 OUT=${OUT:-/tmp/deepnet-bench-data}
 LOCALES=${LOCALES:-de,fr,es,it,nl,pl,pt_BR,ru,ja,zh_CN}
 rm -rf "$OUT" && mkdir -p "$OUT"

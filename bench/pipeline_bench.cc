@@ -16,14 +16,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "worker/communicator_factory.h"
-#include "worker/launch_env.h"
-#include "worker/pipeline_engine.h"
-#include "worker/runtime_threads.h"
+#include "comm/communicator_factory.h"
+#include "comm/launch_env.h"
+#include "pipeline/pipeline_engine.h"
+#include "train/runtime_threads.h"
 
 namespace {
 
-using deepnet::worker::MicroBatch;
+using deepnet::pipeline::MicroBatch;
 
 struct Options {
   int64_t encoder_layers = 8, decoder_layers = 8, d_model = 256, heads = 4, ffn = 1024;
@@ -56,15 +56,15 @@ double Median(std::vector<double> v) {
 }
 
 // Runs warm-up + timed steps; returns, per rank, the median over timed steps of each field.
-absl::StatusOr<std::vector<deepnet::worker::RankTiming>> Measure(
-    deepnet::worker::PipelineEngine& engine, const Options& o, int world) {
-  std::vector<std::vector<deepnet::worker::RankTiming>> per_step;
+absl::StatusOr<std::vector<deepnet::pipeline::RankTiming>> Measure(
+    deepnet::pipeline::PipelineEngine& engine, const Options& o, int world) {
+  std::vector<std::vector<deepnet::pipeline::RankTiming>> per_step;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     auto totals = engine.TrainStep(RandomMicroBatches(o, engine.replica(), s), s + 1, 1e-4);
     if (!totals.ok()) return totals.status();
     if (s >= o.warmup) per_step.push_back(totals->ranks);
   }
-  std::vector<deepnet::worker::RankTiming> med(world);
+  std::vector<deepnet::pipeline::RankTiming> med(world);
   for (int r = 0; r < world; ++r) {
     std::vector<double> f[7];
     for (const auto& step : per_step) {
@@ -82,27 +82,27 @@ absl::StatusOr<std::vector<deepnet::worker::RankTiming>> Measure(
 }
 
 int Run(const Options& o) {
-  auto env = deepnet::worker::DetectLaunchEnv();
+  auto env = deepnet::comm::DetectLaunchEnv();
   if (!env.ok()) {
     std::cerr << env.status().message() << "\n";
     return 2;
   }
-  deepnet::worker::ConfigureThreads(1, 1);  // One core per rank: the compute is the stage's.
-  deepnet::worker::KeepFreedMemoryForReuse();
-  auto backend = deepnet::worker::ParseCommBackend(o.backend);
+  deepnet::train::ConfigureThreads(1, 1);  // One core per rank: the compute is the stage's.
+  deepnet::train::KeepFreedMemoryForReuse();
+  auto backend = deepnet::comm::ParseCommBackend(o.backend);
   if (!backend.ok()) {
     std::cerr << backend.status().message() << "\n";
     return 2;
   }
-  deepnet::worker::CommOptions comm;
+  deepnet::comm::CommOptions comm;
   comm.backend = *backend;
   comm.rendezvous = o.rendezvous;
-  auto world = deepnet::worker::OpenWorld(comm, *env);
+  auto world = deepnet::comm::OpenWorld(comm, *env);
   if (!world.ok()) {
     std::cerr << world.status().message() << "\n";
     return 1;
   }
-  deepnet::worker::EngineOptions e;
+  deepnet::pipeline::EngineOptions e;
   e.model = deepnet::model::DeepNetConfig()
                 .encoder_layers(o.encoder_layers)
                 .decoder_layers(o.decoder_layers)
@@ -114,7 +114,7 @@ int Run(const Options& o) {
                 .max_positions(std::max(o.source, o.target) + 1);
   e.stages = o.stages;
   e.replicas = o.replicas;
-  e.schedule = *deepnet::worker::ParseSchedule(o.schedule);
+  e.schedule = *deepnet::pipeline::ParseSchedule(o.schedule);
   e.bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1024 * 1024);
   e.source_length = o.source;
   e.target_length = o.target;
@@ -123,7 +123,7 @@ int Run(const Options& o) {
   nlohmann::json out;
   for (bool overlap : o.compare_overlap ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
     e.overlap_reduction = overlap;
-    auto engine = deepnet::worker::PipelineEngine::Create(e, world->comm.get());
+    auto engine = deepnet::pipeline::PipelineEngine::Create(e, world->comm.get());
     if (!engine.ok()) {
       std::cerr << engine.status().message() << "\n";
       return 1;
@@ -166,7 +166,7 @@ int Run(const Options& o) {
                      {"backend", o.backend}, {"bucket_mb", o.bucket_mb},
                      {"partition", o.measured ? "measured" : "flops"},
                      {"batch", o.batch}, {"source", o.source}, {"target", o.target}};
-    out["predicted_bubble"] = deepnet::worker::PredictedBubbleFraction(o.stages, o.micro);
+    out["predicted_bubble"] = deepnet::pipeline::PredictedBubbleFraction(o.stages, o.micro);
     out["rank0_max_rss_mb"] = usage.ru_maxrss / 1024.0;
     std::cout << out.dump() << std::endl;
   }
@@ -176,7 +176,7 @@ int Run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  deepnet::worker::ReexecWithFasterOpenBlasKernels(argv);
+  deepnet::train::ReexecWithFasterOpenBlasKernels(argv);
   Options o;
   CLI::App app{"DeepNet pipeline/data-parallel engine benchmark (docs/PERFORMANCE.md)"};
   app.add_option("--encoder-layers", o.encoder_layers);

@@ -3,7 +3,7 @@
 // machine's practical limit). Results and the method are recorded in docs/PERFORMANCE.md;
 // nothing here is asserted by tests.
 //
-// One step is what worker/trainer.cc does for one batch: forward, label-smoothed
+// One step is what train/trainer.cc does for one batch: forward, label-smoothed
 // cross-entropy (epsilon 0.1), backward into the FlatParameters gradient buffer, gradient norm,
 // and an AdamW update over the flat buffer. Dropout 0.1 is on, as in real training.
 // The batch is 16 sentences of exactly 32 source and 32 target tokens (random ids, fixed seed,
@@ -41,9 +41,9 @@
 #include "model/kernels/gemm.h"
 #include "model/loss.h"
 #include "model/model_stats.h"
-#include "worker/adamw.h"
-#include "worker/flat_parameters.h"
-#include "worker/runtime_threads.h"
+#include "pipeline/adamw.h"
+#include "pipeline/flat_parameters.h"
+#include "train/runtime_threads.h"
 
 namespace deepnet::bench {
 namespace {
@@ -168,9 +168,9 @@ class StepRunner {
   explicit StepRunner(const model::DeepNetConfig& config)
       : model_(config), batch_(RandomBatch(config.vocab_size(), 1234)) {
     model::InitializeParameters(*model_, 42);
-    flat_ = std::make_unique<worker::FlatParameters>(*model_);
-    worker::AdamWOptions adam;  // The trainer's defaults: betas (0.9, 0.98), eps 1e-8, no decay.
-    optimizer_ = std::make_unique<worker::AdamW>(flat_.get(), adam);
+    flat_ = std::make_unique<pipeline::FlatParameters>(*model_);
+    pipeline::AdamWOptions adam;  // The trainer's defaults: betas (0.9, 0.98), eps 1e-8, no decay.
+    optimizer_ = std::make_unique<pipeline::AdamW>(flat_.get(), adam);
     model_->train();
   }
 
@@ -190,7 +190,7 @@ class StepRunner {
       // As the trainer: the norm is always computed (logged and used for clipping).
       last_grad_norm_ = flat_->grads().norm().item<double>();
       ++step_;
-      optimizer_->Step(worker::InverseSqrtLearningRate(step_, 5e-4, 4000, 1e-7));
+      optimizer_->Step(pipeline::InverseSqrtLearningRate(step_, 5e-4, 4000, 1e-7));
     }
     const auto t4 = Clock::now();
     t.forward = Seconds(t1, t2);
@@ -205,8 +205,8 @@ class StepRunner {
  private:
   model::DeepNet model_;
   Batch batch_;
-  std::unique_ptr<worker::FlatParameters> flat_;
-  std::unique_ptr<worker::AdamW> optimizer_;
+  std::unique_ptr<pipeline::FlatParameters> flat_;
+  std::unique_ptr<pipeline::AdamW> optimizer_;
   int64_t step_ = 0;
   double last_loss_ = 0.0;
   double last_grad_norm_ = 0.0;
@@ -297,8 +297,8 @@ int Run(const Options& o) {
     std::cerr << "unknown --shape " << o.shape << " (6x6-d512 or 100x100-d64)\n";
     return 2;
   }
-  const worker::ThreadSettings threads = worker::ConfigureThreads(o.blas_threads, o.intra_threads);
-  const bool malloc_tuned = worker::KeepFreedMemoryForReuse();
+  const train::ThreadSettings threads = train::ConfigureThreads(o.blas_threads, o.intra_threads);
+  const bool malloc_tuned = train::KeepFreedMemoryForReuse();
   torch::manual_seed(7);  // Dropout masks.
 
   model::StatsOptions stats_options;

@@ -1,4 +1,4 @@
-#include "worker/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -20,20 +20,21 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "worker/checkpoint_manifest.h"
-#include "worker/checkpoint_reader.h"
-#include "worker/checkpoint_shard.h"
-#include "worker/file_util.h"
+#include "checkpoint/checkpoint_manifest.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/durable_file.h"
+#include "storage/checkpoint_folder.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-constexpr const char* kManifest = kManifestFileName;
+constexpr const char* kManifest = storage::kManifestFileName;
 constexpr const char* kMetadata = kMetadataFileName;
-constexpr char kLatest[] = "latest";
+constexpr const char* kLatest = storage::kLatestFileName;
 constexpr char kTmpMarker[] = ".tmp-";
 // Temporary step folders of a save: step_N.tmp-shared-<token>.
 constexpr char kSharedMarker[] = "shared-";
@@ -51,7 +52,7 @@ bool IsValidToken(absl::string_view token) {
 }
 
 std::string SharedTmpName(int64_t step, const std::string& token) {
-  return absl::StrCat(StepDirName(step), kTmpMarker, kSharedMarker, token);
+  return absl::StrCat(storage::StepFolderName(step), kTmpMarker, kSharedMarker, token);
 }
 
 // A temporary entry this store creates: `prefix` is "latest" or a step folder name; `owner` is
@@ -65,7 +66,7 @@ std::optional<Temporary> ParseTemporary(absl::string_view name) {
   const size_t pos = name.find(kTmpMarker);
   if (pos == absl::string_view::npos) return {};
   const absl::string_view prefix = name.substr(0, pos);
-  if (prefix != kLatest && !ParseStepDirName(prefix)) return {};
+  if (prefix != kLatest && !storage::ParseStepFolderName(prefix)) return {};
   absl::string_view rest = name.substr(pos + std::strlen(kTmpMarker));
   if (absl::StartsWith(rest, kSharedMarker)) {
     if (prefix == kLatest || !IsValidToken(rest.substr(std::strlen(kSharedMarker)))) return {};
@@ -152,7 +153,7 @@ absl::Status FinishFolder(const fs::path& tmp, const json& user_metadata,
   text = DumpJson(ManifestToJson(manifest), manifest_path);
   if (!text.ok()) return text.status();
   if (absl::Status s = WriteFileDurably(manifest_path, *text); !s.ok()) return s;
-  return FsyncDir(tmp.string());
+  return storage::FsyncFolder(tmp.string());
 }
 
 // Moves the complete folder `tmp` to `final_path`, replacing an earlier save of the same step.
@@ -233,7 +234,7 @@ absl::StatusOr<std::string> CheckpointStore::PrepareShardedSave(int64_t step,
                                                    "' (want 1-64 of [A-Za-z0-9_-]) for ", dir()));
   }
   // A folder of this step left by a crashed run (any token, this one included) is never reused.
-  const std::string step_name = StepDirName(step);
+  const std::string step_name = storage::StepFolderName(step);
   std::error_code ec;
   for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::optional<Temporary> temp = ParseTemporary(it->path().filename().string());
@@ -273,7 +274,7 @@ absl::StatusOr<std::string> CheckpointStore::CommitShardedSave(
   const fs::path tmp = fs::path(tmp_dir).filename().empty() ? fs::path(tmp_dir).parent_path()
                                                             : fs::path(tmp_dir);
   const fs::path tmp_name = tmp.filename();
-  const std::string prefix = absl::StrCat(StepDirName(step), kTmpMarker, kSharedMarker);
+  const std::string prefix = absl::StrCat(storage::StepFolderName(step), kTmpMarker, kSharedMarker);
   std::error_code ec;
   if (!absl::StartsWith(tmp_name.string(), prefix) ||
       !IsValidToken(tmp_name.string().substr(prefix.size())) ||
@@ -284,7 +285,7 @@ absl::StatusOr<std::string> CheckpointStore::CommitShardedSave(
         " in ", options_.dir));
   }
   const std::string token = tmp_name.string().substr(prefix.size());
-  const std::string name = StepDirName(step);
+  const std::string name = storage::StepFolderName(step);
   const std::string final_path = (dir_path / name).string();
 
   absl::Status s = ValidateMetadata(metadata, step);
@@ -293,13 +294,13 @@ absl::StatusOr<std::string> CheckpointStore::CommitShardedSave(
     s = manifest.ok() ? FinishFolder(tmp, metadata, std::move(*manifest)) : manifest.status();
   }
   if (s.ok()) s = CommitFolder(tmp.string(), final_path);
-  if (s.ok()) s = FsyncDir(options_.dir);
+  if (s.ok()) s = storage::FsyncFolder(options_.dir);
   if (!s.ok()) {
     fs::remove_all(tmp, ec);
     return absl::Status(s.code(), absl::StrCat(s.message(), " (commit of step ", step, " in ",
                                                options_.dir, "; nothing committed)"));
   }
-  s = ReplaceFileAtomically((dir_path / kLatest).string(), name + "\n", TmpSuffix());
+  s = storage::WriteFileAtomically((dir_path / kLatest).string(), name + "\n", TmpSuffix());
   if (!s.ok()) return s;
   CleanUpAfterCommit(step, token);
   return final_path;
@@ -349,7 +350,7 @@ absl::StatusOr<Checkpoint> CheckpointStore::LoadLatest(std::vector<std::string>*
   if (absl::StatusOr<std::string> pointer = ReadFileToString((dir_path / kLatest).string());
       pointer.ok()) {
     const std::string name(absl::StripAsciiWhitespace(*pointer));
-    const std::optional<int64_t> step = ParseStepDirName(name);
+    const std::optional<int64_t> step = storage::ParseStepFolderName(name);
     std::error_code ec;
     // A pointer to a missing folder carries no information: scan everything.
     if (step && fs::is_directory(dir_path / name, ec)) {
@@ -421,7 +422,8 @@ std::vector<CheckpointInfo> CheckpointStore::List() const {
   std::vector<CheckpointInfo> infos;
   std::error_code ec;
   for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::optional<int64_t> step = ParseStepDirName(it->path().filename().string());
+    const std::optional<int64_t> step =
+        storage::ParseStepFolderName(it->path().filename().string());
     std::error_code stat_ec;
     // A step folder without a manifest is torn (or half deleted by hand): not completed.
     if (!step || !it->is_directory(stat_ec) ||
@@ -455,4 +457,4 @@ std::string Sha256Hex(const void* data, size_t size) {
   return sha.HexDigest();
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

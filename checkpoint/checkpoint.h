@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 
 /// What a checkpoint holds: tensors grouped into files, plus JSON metadata (step, data
 /// cursor, schedule, configuration...). Tensor names are global (`encoder.layers.3.fc1.weight`,
@@ -118,4 +118,4 @@ absl::StatusOr<std::string> Sha256File(const std::string& path);
 /// Hex SHA-256 of a byte buffer.
 std::string Sha256Hex(const void* data, size_t size);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

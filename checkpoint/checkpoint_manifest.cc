@@ -1,4 +1,4 @@
-#include "worker/checkpoint_manifest.h"
+#include "checkpoint/checkpoint_manifest.h"
 
 #include <cstdio>
 #include <map>
@@ -6,12 +6,13 @@
 #include <stdexcept>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
+#include "storage/checkpoint_folder.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 namespace {
 
 using json = nlohmann::json;
@@ -136,31 +137,13 @@ std::optional<torch::ScalarType> DtypeFromName(const std::string& name) {
   return std::nullopt;
 }
 
-std::string StepDirName(int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "step_%09lld", static_cast<long long>(step));
-  return buf;
-}
-
-std::optional<int64_t> ParseStepDirName(absl::string_view name) {
-  const std::string full(name);
-  if (!absl::ConsumePrefix(&name, "step_") || name.empty() || name.size() > 19) return {};
-  for (char c : name) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return {};
-  }
-  int64_t step = 0;
-  // Only the canonical spelling, so that step_1 and step_000000001 cannot both exist.
-  if (!absl::SimpleAtoi(name, &step) || StepDirName(step) != full) return {};
-  return step;
-}
-
 bool IsSafeFileName(const std::string& name) {
   return !name.empty() && name != "." && name != ".." &&
          name.find_first_of(std::string("/\0", 2)) == std::string::npos;
 }
 
 bool IsTensorFileName(const std::string& name) {
-  return IsSafeFileName(name) && name != kManifestFileName && name != kMetadataFileName &&
+  return IsSafeFileName(name) && name != storage::kManifestFileName && name != kMetadataFileName &&
          !absl::EndsWith(name, kShardIndexSuffix);
 }
 
@@ -197,7 +180,7 @@ absl::StatusOr<CheckpointManifest> ParseManifest(const std::string& text, const 
     std::map<std::string, int64_t> file_sizes;
     for (const json& f : ArrayField(j, "files")) {
       const CheckpointManifest::File& file = m.files.emplace_back(ParseFile(f));
-      if (!IsSafeFileName(file.name) || file.name == kManifestFileName ||
+      if (!IsSafeFileName(file.name) || file.name == storage::kManifestFileName ||
           !file_sizes.emplace(file.name, file.size).second) {
         throw std::runtime_error(absl::StrCat("bad or repeated file name '", file.name, "'"));
       }
@@ -250,4 +233,4 @@ absl::StatusOr<ShardIndex> ParseShardIndex(const std::string& text, const std::s
   }
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

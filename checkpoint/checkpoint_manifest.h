@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 
 // Version 2 added a per-tensor "sha256" to MANIFEST.json (and the shard index files of a
 // sharded save). Version 1 manifests are still read; their tensors are verified by the SHA-256
@@ -23,7 +23,6 @@ inline constexpr int64_t kCheckpointFormatVersion = 2;
 inline constexpr int64_t kOldestReadableFormatVersion = 1;
 // Byte offset of every tensor in its file is a multiple of this.
 inline constexpr int64_t kTensorAlignment = 64;
-inline constexpr char kManifestFileName[] = "MANIFEST.json";
 inline constexpr char kMetadataFileName[] = "metadata.json";
 // A sharded save writes "<shard>.index.json" next to every shard; the commit folds them into
 // MANIFEST.json and deletes them.
@@ -55,11 +54,6 @@ struct CheckpointManifest {
 const char* DtypeName(torch::ScalarType type);
 std::optional<torch::ScalarType> DtypeFromName(const std::string& name);
 
-/// "step_000000100" for 100.
-std::string StepDirName(int64_t step);
-/// Step of a canonical StepDirName(); nullopt for anything else (tmp folders, garbage).
-std::optional<int64_t> ParseStepDirName(absl::string_view name);
-
 /// A plain file name: non-empty, not "." or "..", no '/' or NUL.
 bool IsSafeFileName(const std::string& name);
 /// A safe file name that a checkpoint may use for tensors: not MANIFEST.json, metadata.json or
@@ -86,4 +80,4 @@ nlohmann::json ShardIndexToJson(const ShardIndex& index);
 /// DataLoss naming `path` otherwise.
 absl::StatusOr<ShardIndex> ParseShardIndex(const std::string& text, const std::string& path);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

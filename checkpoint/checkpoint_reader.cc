@@ -1,4 +1,4 @@
-#include "worker/checkpoint_reader.h"
+#include "checkpoint/checkpoint_reader.h"
 
 #include <fcntl.h>
 #include <torch/torch.h>
@@ -11,9 +11,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "worker/file_util.h"
+#include "checkpoint/durable_file.h"
+#include "storage/checkpoint_folder.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -44,7 +45,7 @@ std::string Sha256Of(const void* data, size_t size) {
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& path) {
   const fs::path folder(path);
-  const std::string manifest_path = (folder / kManifestFileName).string();
+  const std::string manifest_path = (folder / storage::kManifestFileName).string();
   absl::StatusOr<std::string> text = ReadFileToString(manifest_path);
   if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(absl::StrCat("missing manifest ", manifest_path));
@@ -55,7 +56,7 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const s
   const fs::path name =
       folder.filename().empty() ? folder.parent_path().filename() : folder.filename();
   // Folders with other names (copies made by hand) are readable; step folders must agree.
-  if (const std::optional<int64_t> step = ParseStepDirName(name.string());
+  if (const std::optional<int64_t> step = storage::ParseStepFolderName(name.string());
       step && *step != manifest->step) {
     return absl::DataLossError(
         absl::StrCat(manifest_path, ": step ", manifest->step, " does not match the folder name"));
@@ -184,4 +185,4 @@ absl::StatusOr<std::vector<std::pair<std::string, torch::Tensor>>> CheckpointRea
   return out;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

@@ -14,9 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/checkpoint_manifest.h"
+#include "checkpoint/checkpoint_manifest.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 
 /// Reads selected tensors of one completed checkpoint folder without loading the rest, so that
 /// a stage of a pipeline (or a different parallel layout than the one that saved) takes only
@@ -63,4 +63,4 @@ class CheckpointReader {
   mutable std::set<std::string> verified_files_;  // Guarded by mu_; format version 1 only.
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

@@ -1,4 +1,4 @@
-#include "worker/checkpoint_shard.h"
+#include "checkpoint/checkpoint_shard.h"
 
 #include <torch/torch.h>
 
@@ -10,9 +10,9 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "worker/file_util.h"
+#include "checkpoint/durable_file.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -88,7 +88,7 @@ absl::Status WriteShardFiles(const std::string& dir, const std::string& shard_na
         absl::StrCat("cannot serialise ", index_path, ": ", e.what()));
   }
   if (absl::Status s = WriteFileDurably(index_path, text); !s.ok()) return s;
-  return FsyncDir(dir);
+  return storage::FsyncFolder(dir);
 }
 
 absl::StatusOr<CheckpointManifest> CollectShards(const std::string& dir, int64_t step,
@@ -158,4 +158,4 @@ absl::StatusOr<CheckpointManifest> CollectShards(const std::string& dir, int64_t
   return manifest;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

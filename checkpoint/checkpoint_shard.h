@@ -12,9 +12,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/checkpoint_manifest.h"
+#include "checkpoint/checkpoint_manifest.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 
 /// Writes `dir/shard_name` (each tensor's raw bytes at an offset aligned to kTensorAlignment)
 /// and `dir/<shard_name>.index.json` (ShardIndex: the tensor table with per-tensor SHA-256, the
@@ -34,4 +34,4 @@ namespace deepnet::worker {
 [[nodiscard]] absl::StatusOr<CheckpointManifest> CollectShards(
     const std::string& dir, int64_t step, const std::vector<std::string>& shard_names);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

@@ -1,4 +1,4 @@
-#include "worker/file_util.h"
+#include "checkpoint/durable_file.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 namespace {
 
 absl::Status ErrnoError(int err, absl::string_view what, const std::string& path) {
@@ -29,21 +29,6 @@ int RetryOnEintr(F f) {
     rc = f();
   } while (rc < 0 && errno == EINTR);
   return rc;
-}
-
-absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    // Linux writes at most ~2 GiB per call; loop on short writes.
-    const ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t{1} << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(errno, "cannot write", path);
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -74,43 +59,30 @@ std::string Sha256::HexDigest() {
 }
 
 absl::StatusOr<std::unique_ptr<DurableWriter>> DurableWriter::Create(const std::string& path) {
-  const int fd = RetryOnEintr(
-      [&] { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); });
-  if (fd < 0) return ErrnoError(errno, "cannot create", path);
-  return std::unique_ptr<DurableWriter>(new DurableWriter(fd, path));
+  absl::StatusOr<storage::DurableFileWriter> file = storage::DurableFileWriter::Create(path);
+  if (!file.ok()) return file.status();
+  return std::unique_ptr<DurableWriter>(new DurableWriter(std::move(*file)));
 }
 
-DurableWriter::~DurableWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
+DurableWriter::~DurableWriter() = default;
 
 absl::Status DurableWriter::Append(const void* data, size_t size) {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("already closed: ", path_));
-  if (absl::Status s = WriteAll(fd_, data, size, path_); !s.ok()) return s;
-  sha_.Update(data, size);
-  size_ += size;
-  return absl::OkStatus();
+  const absl::Status s = file_.Append(std::string_view(static_cast<const char*>(data), size));
+  if (s.ok()) sha_.Update(data, size);
+  return s;
 }
 
 absl::Status DurableWriter::PadTo(uint64_t alignment) {
   static constexpr char kZeros[256] = {};
-  const uint64_t pad = (alignment - size_ % alignment) % alignment;
-  return pad == 0 ? absl::OkStatus() : Append(kZeros, static_cast<size_t>(pad));
-}
-
-absl::Status DurableWriter::Close() {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("already closed: ", path_));
-  const int fd = fd_;
-  fd_ = -1;
-  if (RetryOnEintr([&] { return ::fsync(fd); }) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoError(err, "cannot fsync", path_);
+  for (uint64_t pad = (alignment - size() % alignment) % alignment; pad > 0;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(pad, sizeof(kZeros)));
+    if (absl::Status s = Append(kZeros, n); !s.ok()) return s;
+    pad -= n;
   }
-  // Not retried: on Linux the descriptor is released even when close() reports EINTR.
-  if (::close(fd) != 0 && errno != EINTR) return ErrnoError(errno, "cannot close", path_);
   return absl::OkStatus();
 }
+
+absl::Status DurableWriter::Close() { return file_.Close(); }
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   const int fd = RetryOnEintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); });
@@ -156,16 +128,6 @@ absl::Status WriteFileDurably(const std::string& path, absl::string_view content
   return absl::OkStatus();
 }
 
-absl::Status FsyncDir(const std::string& path) {
-  const int fd =
-      RetryOnEintr([&] { return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); });
-  if (fd < 0) return ErrnoError(errno, "cannot open folder", path);
-  const int rc = RetryOnEintr([&] { return ::fsync(fd); });
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? absl::OkStatus() : ErrnoError(err, "cannot fsync folder", path);
-}
-
 absl::Status RenamePath(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0) {
     return ErrnoError(errno, absl::StrCat("cannot rename ", from, " to"), to);
@@ -186,25 +148,10 @@ absl::Status ExchangePaths(const std::string& a, const std::string& b) {
   return absl::UnimplementedError(absl::StrCat("atomic exchange unsupported for ", a));
 }
 
-absl::Status ReplaceFileAtomically(const std::string& path, absl::string_view contents,
-                                   const std::string& tmp_suffix) {
-  const std::string tmp = path + tmp_suffix;
-  std::error_code ec;
-  std::filesystem::remove(tmp, ec);  // Left over by an earlier failure of this process.
-  absl::Status s = WriteFileDurably(tmp, contents);
-  if (s.ok()) s = RenamePath(tmp, path);
-  if (!s.ok()) {
-    std::filesystem::remove(tmp, ec);
-    return s;
-  }
-  std::string parent = std::filesystem::path(path).parent_path().string();
-  return FsyncDir(parent.empty() ? "." : parent);
-}
-
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   absl::StatusOr<MappedFile> file = MappedFile::Open(path);
   if (!file.ok()) return file.status();
   return std::string(reinterpret_cast<const char*>(file->data()), file->size());
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

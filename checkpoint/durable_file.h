@@ -1,7 +1,8 @@
 #pragma once
 
-// POSIX file helpers for durable writes (write/fsync/rename) and verified reads, used by the
-// checkpoint store. std::ofstream cannot fsync, so these go straight to the system calls.
+// The checkpoint store's file helpers: SHA-256 of what is written and read, tensor files
+// written through storage::DurableFileWriter (the project's one fsync'd writer), memory-mapped
+// reads, and the renames of its folder protocol.
 
 #include <cstddef>
 #include <cstdint>
@@ -12,10 +13,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "storage/atomic_file.h"
 
 struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX; kept out of this header.
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 
 /// Incremental SHA-256 (OpenSSL EVP). Thread-compatible.
 class Sha256 {
@@ -33,8 +35,8 @@ class Sha256 {
   evp_md_ctx_st* ctx_;
 };
 
-/// A new file written with write(2), tracking the size and SHA-256 of what was written.
-/// Close() fsyncs; destroying an unclosed writer closes the descriptor without fsync.
+/// A new file (storage::DurableFileWriter), tracking the size and SHA-256 of what was written.
+/// Close() fsyncs; destroying an unclosed writer closes the file without fsync.
 /// Thread-compatible.
 class DurableWriter {
  public:
@@ -51,15 +53,13 @@ class DurableWriter {
   // fsync + close; the writer accepts nothing afterwards.
   [[nodiscard]] absl::Status Close();
 
-  uint64_t size() const { return size_; }
+  uint64_t size() const { return file_.bytes_written(); }
   // SHA-256 of the bytes written; call once, after Close().
   std::string HexDigest() { return sha_.HexDigest(); }
 
  private:
-  DurableWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  int fd_;
-  std::string path_;
-  uint64_t size_ = 0;
+  explicit DurableWriter(storage::DurableFileWriter file) : file_(std::move(file)) {}
+  storage::DurableFileWriter file_;
   Sha256 sha_;
 };
 
@@ -86,19 +86,12 @@ class MappedFile {
 /// non-null.
 [[nodiscard]] absl::Status WriteFileDurably(const std::string& path, absl::string_view contents,
                                             std::string* sha256_hex = nullptr);
-/// fsyncs a directory so that entries created or renamed in it survive a crash.
-[[nodiscard]] absl::Status FsyncDir(const std::string& path);
 /// rename(2) wrapper with an error naming both paths.
 [[nodiscard]] absl::Status RenamePath(const std::string& from, const std::string& to);
 /// Atomically swaps two existing paths (renameat2 RENAME_EXCHANGE). Unimplemented where the
 /// kernel or file system lacks it; the caller then falls back to two renames.
 [[nodiscard]] absl::Status ExchangePaths(const std::string& a, const std::string& b);
-/// Replaces `path` atomically: writes `path` + `tmp_suffix`, fsyncs it, renames it over `path`
-/// and fsyncs the parent folder.
-[[nodiscard]] absl::Status ReplaceFileAtomically(const std::string& path,
-                                                 absl::string_view contents,
-                                                 const std::string& tmp_suffix);
 /// Whole file as a string; NotFound when it does not exist.
 [[nodiscard]] absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

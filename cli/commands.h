@@ -9,7 +9,7 @@
 #include "model/deepnet_config.h"
 #include "model/model_stats.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 /// Exit codes of the `deepnet` tool; scripts may rely on them.
 enum ExitCode : int {
@@ -48,4 +48,4 @@ int RunInspect(const InspectCommand& command, std::ostream& out, std::ostream& e
 int RunTranslate(const TranslateCommand& command, std::istream& in, std::ostream& out,
                  std::ostream& err);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

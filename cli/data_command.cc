@@ -1,4 +1,4 @@
-#include "worker/data_command.h"
+#include "cli/data_command.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,12 +13,12 @@
 #include <iomanip>
 #include <ostream>
 
+#include "cli/commands.h"
 #include "data/l10n_corpus.h"
-#include "worker/commands.h"
 
 extern char** environ;
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 namespace {
 
 constexpr const char* kBuildTag = "[corpus] ";
@@ -203,4 +203,4 @@ int RunFetchL10n(const FetchL10nCommand& command, std::ostream& out, std::ostrea
   return kExitFailure;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 /// `deepnet data build-corpus`: the gettext English->X corpus of docs/DATA.md.
 struct BuildCorpusCommand {
@@ -46,4 +46,4 @@ int RunBuildCorpus(const BuildCorpusCommand& command, std::ostream& out, std::os
 /// kExitFailure when it cannot be started or exits non-zero. Blocks until the script ends.
 int RunFetchL10n(const FetchL10nCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -1,5 +1,5 @@
 // `deepnet`: train, inspect and translate with DeepNet models. Parses flags only; the work is
-// done by worker/commands.cc.
+// done by the Run* functions of cli/.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -7,12 +7,12 @@
 #include <iostream>
 #include <string>
 
-#include "worker/commands.h"
-#include "worker/data_command.h"
-#include "worker/eval_command.h"
-#include "worker/prepare_command.h"
-#include "worker/runtime_threads.h"
-#include "worker/score_command.h"
+#include "cli/commands.h"
+#include "cli/data_command.h"
+#include "cli/eval_command.h"
+#include "cli/prepare_command.h"
+#include "cli/score_command.h"
+#include "train/runtime_threads.h"
 
 namespace {
 
@@ -25,15 +25,16 @@ extern "C" void OnTerminate(int) { g_stop.store(true); }
 
 int main(int argc, char** argv) {
   using namespace deepnet;
+  using namespace deepnet::cli;
   // Only the subcommands that run the model need fast BLAS kernels; the others stay one process.
   if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "eval" ||
                    std::string(argv[1]) == "translate")) {
-    worker::ReexecWithFasterOpenBlasKernels(argv);
+    train::ReexecWithFasterOpenBlasKernels(argv);
   }
   CLI::App app{"DeepNet: data, training, evaluation and translation with very deep Transformers"};
   app.require_subcommand(1);
 
-  worker::TrainCommand train;
+  TrainCommand train;
   auto* train_cmd = app.add_subcommand("train", "Train a model from a YAML job file");
   train_cmd->add_option("--config,-c", train.config_path, "Job file (YAML)")->required();
   train_cmd->add_option("--set", train.overrides, "Override a field: key.path=value (repeatable)");
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--validate-config", train.validate_only,
                       "Print the effective configuration and exit");
 
-  worker::InspectCommand inspect;
+  InspectCommand inspect;
   int64_t n = 6, m = 6, d = 512, h = 8, f = 2048, v = 32000;
   std::string norm = "deepnorm";
   auto* inspect_cmd = app.add_subcommand("inspect", "Print alpha/beta, sizes and costs of a shape");
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("--target-length", inspect.stats.target_length, "Tokens per target");
   inspect_cmd->add_option("--format", inspect.format)->check(CLI::IsMember({"text", "json"}));
 
-  worker::TranslateCommand translate;
+  TranslateCommand translate;
   auto* translate_cmd =
       app.add_subcommand("translate", "Translate sentences from standard input, one per line");
   translate_cmd->add_option("--checkpoint", translate.checkpoint,
@@ -70,13 +71,13 @@ int main(int argc, char** argv) {
   translate_cmd->add_option("--length-penalty", translate.length_penalty, "Length penalty");
   translate_cmd->add_option("--device", translate.device, "cpu or cuda[:N]");
 
-  worker::ScoreCommand score;
+  ScoreCommand score;
   auto* score_cmd = app.add_subcommand("score", "Corpus BLEU and chrF2 of a hypothesis file, as sacreBLEU");
   score_cmd->add_option("--hyp", score.hyp_path, "Hypotheses, one per line")->required();
   score_cmd->add_option("--ref", score.ref_path, "References, one per line")->required();
   score_cmd->add_option("--format", score.format)->check(CLI::IsMember({"text", "json"}));
 
-  worker::EvalCommand eval;
+  EvalCommand eval;
   auto* eval_cmd = app.add_subcommand("eval", "Translate a test split and report BLEU and chrF2");
   eval_cmd->add_option("--checkpoint", eval.checkpoint, "Checkpoint folder or checkpoint.dir")
       ->required();
@@ -95,12 +96,12 @@ int main(int argc, char** argv) {
 
   auto* data_cmd = app.add_subcommand("data", "Build corpora, tokenizers and shards");
   data_cmd->require_subcommand(1);
-  worker::FetchL10nCommand fetch;
+  FetchL10nCommand fetch;
   auto* fetch_cmd = data_cmd->add_subcommand(
       "fetch-l10n", "Download Debian localisation packages (apt-get download) and unpack .mo files");
   fetch_cmd->add_option("--script", fetch.script, "The fetch script");
   fetch_cmd->add_option("--l10n-dir", fetch.l10n_dir, "Where to put debs/, extracted/, manifest.tsv");
-  worker::BuildCorpusCommand corpus;
+  BuildCorpusCommand corpus;
   auto* corpus_cmd = data_cmd->add_subcommand(
       "build-corpus", "Read gettext catalogues into English->X parallel text per locale");
   corpus_cmd->add_option("--root", corpus.roots, "Folders to search for */LC_MESSAGES/*.mo");
@@ -135,20 +136,20 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? 0 : worker::kExitBadInput;
+    return code == 0 ? 0 : cli::kExitBadInput;
   }
 
   if (*train_cmd) {
     std::signal(SIGTERM, OnTerminate);
     std::signal(SIGINT, OnTerminate);
-    return worker::RunTrain(train, &g_stop, std::cout, std::cerr);
+    return RunTrain(train, &g_stop, std::cout, std::cerr);
   }
   if (*inspect_cmd) {
     auto parsed = model::ParseNormVariant(norm);
     if (!parsed) {
       std::cerr << "deepnet inspect: --norm: unknown variant '" << norm
                 << "' (allowed: deepnorm, post_ln, pre_ln, post_ln_init, deepnorm_preln)\n";
-      return worker::kExitBadInput;
+      return cli::kExitBadInput;
     }
     inspect.model = model::DeepNetConfig()
                         .encoder_layers(n)
@@ -158,12 +159,12 @@ int main(int argc, char** argv) {
                         .ffn_dim(f)
                         .vocab_size(v)
                         .norm(*parsed);
-    return worker::RunInspect(inspect, std::cout, std::cerr);
+    return RunInspect(inspect, std::cout, std::cerr);
   }
-  if (*score_cmd) return worker::RunScore(score, std::cout, std::cerr);
-  if (*eval_cmd) return worker::RunEval(eval, std::cout, std::cerr);
-  if (*fetch_cmd) return worker::RunFetchL10n(fetch, std::cout, std::cerr);
-  if (*corpus_cmd) return worker::RunBuildCorpus(corpus, std::cout, std::cerr);
-  if (*prepare_cmd) return worker::RunPrepare(prepare, std::cout, std::cerr);
-  return worker::RunTranslate(translate, std::cin, std::cout, std::cerr);
+  if (*score_cmd) return RunScore(score, std::cout, std::cerr);
+  if (*eval_cmd) return RunEval(eval, std::cout, std::cerr);
+  if (*fetch_cmd) return RunFetchL10n(fetch, std::cout, std::cerr);
+  if (*corpus_cmd) return RunBuildCorpus(corpus, std::cout, std::cerr);
+  if (*prepare_cmd) return RunPrepare(prepare, std::cout, std::cerr);
+  return RunTranslate(translate, std::cin, std::cout, std::cerr);
 }

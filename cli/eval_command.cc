@@ -1,4 +1,4 @@
-#include "worker/eval_command.h"
+#include "cli/eval_command.h"
 
 #include <chrono>
 #include <cstdio>
@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "cli/commands.h"
 #include "data/bleu.h"
 #include "data/chrf.h"
 #include "data/parallel_corpus.h"
-#include "worker/commands.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 namespace {
 
 using Direction = std::pair<std::string, std::string>;  // (src_lang, tgt_lang)
@@ -157,4 +157,4 @@ int RunEval(const EvalCommand& c, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/translator.h"
+#include "cli/translator.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 struct EvalCommand {
   std::string checkpoint;  // Checkpoint folder or checkpoint.dir.
@@ -52,4 +52,4 @@ absl::StatusOr<EvalReport> Evaluate(Translator& translator, const EvalCommand& c
 /// `deepnet eval`: prints a table (or JSON). Exit codes as in commands.h.
 int RunEval(const EvalCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -1,11 +1,14 @@
-#include "worker/inspect.h"
+#include "cli/inspect_command.h"
 
 #include <cstdio>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
-namespace deepnet::worker {
+#include "cli/commands.h"
+#include "job/job_config.h"
+
+namespace deepnet::cli {
 namespace {
 
 nlohmann::json OrNull(const std::optional<model::StackScaling>& s, bool alpha) {
@@ -88,4 +91,26 @@ std::string InspectText(const model::DeepNetConfig& c, const model::StatsOptions
   return out.str();
 }
 
-}  // namespace deepnet::worker
+int RunInspect(const InspectCommand& command, std::ostream& out, std::ostream& err) {
+  model::DeepNetConfig config = command.model;
+  if (!command.config_path.empty()) {
+    auto job_config = job::LoadJobConfig(command.config_path);
+    if (!job_config.ok()) {
+      err << "deepnet inspect: " << job_config.status().message() << "\n";
+      return kExitBadInput;
+    }
+    config = job_config->model;
+    if (config.vocab_size() == 0) config.vocab_size(command.model.vocab_size());
+  }
+  try {
+    model::Validate(config);
+  } catch (const c10::Error& e) {
+    err << "deepnet inspect: " << e.what_without_backtrace() << "\n";
+    return kExitBadInput;
+  }
+  out << (command.format == "json" ? InspectJson(config, command.stats) + "\n"
+                                   : InspectText(config, command.stats));
+  return kExitOk;
+}
+
+}  // namespace deepnet::cli

@@ -5,7 +5,7 @@
 #include "model/deepnet_config.h"
 #include "model/model_stats.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 /// `deepnet inspect` output for a shape: alpha/beta per stack, parameter counts, training
 /// FLOPs per token and memory for parameters, gradients and Adam state. Nothing is allocated.
@@ -14,4 +14,4 @@ namespace deepnet::worker {
 std::string InspectJson(const model::DeepNetConfig& config, const model::StatsOptions& options);
 std::string InspectText(const model::DeepNetConfig& config, const model::StatsOptions& options);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -1,11 +1,11 @@
-#include "worker/parent_watch.h"
+#include "cli/parent_watch.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <thread>
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 void ExitWhenParentDies(pid_t expected_parent, std::chrono::milliseconds period) {
   std::thread([expected_parent, period] {
@@ -24,4 +24,4 @@ void ExitWhenParentDies(pid_t expected_parent, std::chrono::milliseconds period)
   }).detach();
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 // A trainer started by deepnet-worker must not outlive it: with the daemon gone nobody reports
 // its exit or stops it, and the coordinator restarts its job elsewhere, so an orphan would go on
@@ -15,4 +15,4 @@ namespace deepnet::worker {
 // (the coordinator has moved on). Returns at once; a mismatch at the first check exits too.
 void ExitWhenParentDies(pid_t expected_parent, std::chrono::milliseconds period);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

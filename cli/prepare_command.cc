@@ -1,11 +1,11 @@
-#include "worker/prepare_command.h"
+#include "cli/prepare_command.h"
 
 #include <cstdio>
 #include <ostream>
 
-#include "worker/commands.h"
+#include "cli/commands.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 int RunPrepare(const data::ShardBuildOptions& options, std::ostream& out, std::ostream& err) {
   auto summary = data::BuildShards(options);
@@ -39,4 +39,4 @@ int RunPrepare(const data::ShardBuildOptions& options, std::ostream& out, std::o
   return kExitOk;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -4,7 +4,7 @@
 
 #include "data/shard_builder.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 /// `deepnet data prepare`: trains the shared SentencePiece model (temperature-sampled over
 /// languages, `<2xx>` tags as user-defined symbols) on a corpus folder's train split and writes
@@ -12,4 +12,4 @@ namespace deepnet::worker {
 /// tokenization throughput. Exit codes as in commands.h.
 int RunPrepare(const data::ShardBuildOptions& options, std::ostream& out, std::ostream& err);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -1,4 +1,4 @@
-#include "worker/score_command.h"
+#include "cli/score_command.h"
 
 #include <algorithm>
 #include <optional>
@@ -10,18 +10,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/durable_file.h"
+#include "cli/commands.h"
 #include "data/bleu.h"
 #include "data/chrf.h"
 #include "data/unicode_text.h"
-#include "worker/commands.h"
-#include "worker/file_util.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 namespace {
 
 // The lines of a UTF-8 text file, split as sacreBLEU reads them.
 absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
+  absl::StatusOr<std::string> text = checkpoint::ReadFileToString(path);
   if (!text.ok()) return text.status();
   if (const std::optional<size_t> bad = data::FindInvalidUtf8(*text)) {
     const auto line = 1 + std::count(text->begin(), text->begin() + *bad, '\n');
@@ -100,4 +100,4 @@ int RunScore(const ScoreCommand& command, std::ostream& out, std::ostream& err) 
   return kExitOk;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -3,7 +3,7 @@
 #include <iosfwd>
 #include <string>
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 /// `deepnet score --hyp H --ref R [--format text|json]`.
 struct ScoreCommand {
@@ -21,4 +21,4 @@ struct ScoreCommand {
 /// counts differ, both files are empty, or the format is unknown. Reads both files whole.
 int RunScore(const ScoreCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -1,4 +1,4 @@
-#include "worker/commands.h"
+#include "cli/commands.h"
 
 #include <unistd.h>
 
@@ -10,29 +10,27 @@
 #include <memory>
 
 #include "absl/strings/numbers.h"
-#include "worker/communicator_factory.h"
-#include "worker/inspect.h"
-#include "worker/launch_env.h"
-#include "worker/job_config.h"
-#include "worker/parent_watch.h"
-#include "worker/runtime_threads.h"
-#include "worker/trainer.h"
-#include "worker/translator.h"
+#include "cli/parent_watch.h"
+#include "comm/communicator_factory.h"
+#include "comm/launch_env.h"
+#include "job/job_config.h"
+#include "train/runtime_threads.h"
+#include "train/trainer.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::ostream& out,
              std::ostream& err) {
-  auto config = LoadJobConfig(command.config_path, command.overrides);
+  auto config = job::LoadJobConfig(command.config_path, command.overrides);
   if (!config.ok()) {
     err << "deepnet train: " << config.status().message() << "\n";
     return kExitBadInput;
   }
   if (command.validate_only) {
-    out << DumpJobConfig(*config);
+    out << job::DumpJobConfig(*config);
     return kExitOk;
   }
-  auto launch = DetectLaunchEnv();
+  auto launch = comm::DetectLaunchEnv();
   if (!launch.ok()) {
     err << "deepnet train: " << launch.status().message() << "\n";
     return kExitBadInput;
@@ -68,16 +66,17 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     blas_threads = std::max<int64_t>(1, cores / launch->local_size);
   }
-  const ThreadSettings threads = ConfigureThreads(blas_threads, config->runtime.intra_op_threads);
-  KeepFreedMemoryForReuse();
-  World world;  // Outlives the trainer.
+  const train::ThreadSettings threads =
+      train::ConfigureThreads(blas_threads, config->runtime.intra_op_threads);
+  train::KeepFreedMemoryForReuse();
+  comm::World world;  // Outlives the trainer.
   if (world_size > 1) {
-    auto backend = ParseCommBackend(config->parallel.backend);
+    auto backend = comm::ParseCommBackend(config->parallel.backend);
     if (!backend.ok()) {
       err << who << "parallel.backend: " << backend.status().message() << "\n";
       return kExitBadInput;
     }
-    CommOptions options;
+    comm::CommOptions options;
     options.backend = *backend;
     options.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(config->parallel.timeout_s * 1000.0));
@@ -94,26 +93,26 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     if (launch->local_size < launch->world_size) {
       options.gloo_hostname = launch->advertise_address;
     }
-    auto opened = OpenWorld(options, *launch);
+    auto opened = comm::OpenWorld(options, *launch);
     if (!opened.ok()) {
       err << who << opened.status().message() << "\n";
       return absl::IsInvalidArgument(opened.status()) ? kExitBadInput : kExitFailure;
     }
     world = *std::move(opened);
   }
-  TrainerIo io;
+  train::TrainerIo io;
   io.out = &out;
-  io.format = command.log_format == "json" ? LogFormat::kJson : LogFormat::kText;
+  io.format = command.log_format == "json" ? train::LogFormat::kJson : train::LogFormat::kText;
   // mpirun gives ranks a pseudo-terminal; a redrawn line belongs to interactive single runs.
   io.live = &out == &std::cout && isatty(STDOUT_FILENO) && world_size == 1;
   io.stop = stop;
-  if (io.format == LogFormat::kText && launch->rank == 0) {
+  if (io.format == train::LogFormat::kText && launch->rank == 0) {
     const char* core = std::getenv("OPENBLAS_CORETYPE");
     out << "[threads] " << threads.blas_library << (core ? std::string(" (") + core + ")" : "")
         << " threads " << threads.blas_threads
         << ", LibTorch intra-op threads " << threads.intra_op_threads << "\n";
   }
-  auto trainer = Trainer::Create(*config, io, world.comm.get());
+  auto trainer = train::Trainer::Create(*config, io, world.comm.get());
   if (!trainer.ok()) {
     err << who << trainer.status().message() << "\n";
     // Peers blocked on this rank fail now rather than at their timeout.
@@ -131,49 +130,4 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   return summary->stop_reason == "signal" ? kExitTerminated : kExitOk;
 }
 
-int RunInspect(const InspectCommand& command, std::ostream& out, std::ostream& err) {
-  model::DeepNetConfig config = command.model;
-  if (!command.config_path.empty()) {
-    auto job = LoadJobConfig(command.config_path);
-    if (!job.ok()) {
-      err << "deepnet inspect: " << job.status().message() << "\n";
-      return kExitBadInput;
-    }
-    config = job->model;
-    if (config.vocab_size() == 0) config.vocab_size(command.model.vocab_size());
-  }
-  try {
-    model::Validate(config);
-  } catch (const c10::Error& e) {
-    err << "deepnet inspect: " << e.what_without_backtrace() << "\n";
-    return kExitBadInput;
-  }
-  out << (command.format == "json" ? InspectJson(config, command.stats) + "\n"
-                                   : InspectText(config, command.stats));
-  return kExitOk;
-}
-
-int RunTranslate(const TranslateCommand& command, std::istream& in, std::ostream& out,
-                 std::ostream& err) {
-  auto translator = Translator::Open(command.checkpoint, command.device);
-  if (!translator.ok()) {
-    err << "deepnet translate: " << translator.status().message() << "\n";
-    return kExitBadInput;
-  }
-  model::SearchOptions options;
-  options.beam_size = command.beam_size;
-  options.length_penalty = command.length_penalty;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    auto result = (*translator)->Translate({line}, command.to_lang, options);
-    if (!result.ok()) {
-      err << "deepnet translate: " << result.status().message() << "\n";
-      return absl::IsInvalidArgument(result.status()) ? kExitBadInput : kExitFailure;
-    }
-    out << result->front() << "\n" << std::flush;
-  }
-  return kExitOk;
-}
-
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

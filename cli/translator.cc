@@ -1,4 +1,4 @@
-#include "worker/translator.h"
+#include "cli/translator.h"
 
 #include <torch/torch.h>
 
@@ -11,25 +11,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint.h"
 #include "data/sentencepiece_tokenizer.h"
-#include "worker/checkpoint.h"
-#include "worker/job_config.h"
-#include "worker/training_data.h"
+#include "job/job_config.h"
+#include "train/training_data.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 absl::StatusOr<std::unique_ptr<Translator>> Translator::Open(const std::string& path,
                                                              const std::string& device) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return absl::NotFoundError("no checkpoint at " + path);
-  absl::StatusOr<Checkpoint> ckpt;
+  absl::StatusOr<checkpoint::Checkpoint> ckpt;
   if (fs::exists(fs::path(path) / "MANIFEST.json", ec)) {
-    ckpt = CheckpointStore::Load(path);
+    ckpt = checkpoint::CheckpointStore::Load(path);
   } else {
-    CheckpointStoreOptions options;
+    checkpoint::CheckpointStoreOptions options;
     options.dir = path;
-    auto store = CheckpointStore::Open(options);
+    auto store = checkpoint::CheckpointStore::Open(options);
     if (!store.ok()) return store.status();
     ckpt = (*store)->LoadLatest();
   }
@@ -38,12 +38,13 @@ absl::StatusOr<std::unique_ptr<Translator>> Translator::Open(const std::string& 
   if (!meta.contains("job_config") || !meta.contains("languages")) {
     return absl::InvalidArgumentError("checkpoint in " + path + " has no job_config/languages metadata");
   }
-  auto job = ParseJobConfig(meta["job_config"].get<std::string>(), {}, path + " (job_config)");
-  if (!job.ok()) return job.status();
+  auto job_config =
+      job::ParseJobConfig(meta["job_config"].get<std::string>(), {}, path + " (job_config)");
+  if (!job_config.ok()) return job_config.status();
 
   std::unique_ptr<Translator> t(new Translator());
   t->languages_ = meta["languages"].get<std::vector<std::string>>();
-  const std::string kind = meta.value("tokenizer", job->data.tokenizer);
+  const std::string kind = meta.value("tokenizer", job_config->data.tokenizer);
   if (kind == "sentencepiece") {
     torch::Tensor bytes = ckpt->Find("tokenizer.model");
     if (!bytes.defined()) {
@@ -61,11 +62,11 @@ absl::StatusOr<std::unique_ptr<Translator>> Translator::Open(const std::string& 
     if (!spm.ok()) return spm.status();
     t->tokenizer_ = *std::move(spm);
   } else {
-    auto tokenizer = MakeTokenizer(kind, t->languages_);
+    auto tokenizer = train::MakeTokenizer(kind, t->languages_);
     if (!tokenizer.ok()) return tokenizer.status();
     t->tokenizer_ = *std::move(tokenizer);
   }
-  model::DeepNetConfig mc = job->model;
+  model::DeepNetConfig mc = job_config->model;
   mc.vocab_size(t->tokenizer_->vocab_size()).pad_id(t->tokenizer_->pad_id()).dropout(0.0);
   try {
     t->device_ = torch::Device(device);
@@ -141,4 +142,4 @@ absl::StatusOr<std::vector<std::string>> Translator::Translate(
   return out;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

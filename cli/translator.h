@@ -9,7 +9,7 @@
 #include "model/deepnet.h"
 #include "model/search.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 
 /// A trained model loaded from a checkpoint, ready to translate. Not thread-safe.
 class Translator {
@@ -42,4 +42,4 @@ class Translator {
   int64_t batch_size_ = 16;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -2,14 +2,14 @@
 # our LibTorch targets, directly or through any dependency, or when LibTorch's include
 # directories reach its compile line. The check runs once every CMakeLists.txt has been read
 # (cmake_language(DEFER) at the top level), so a dependency added anywhere later is seen too.
-# Used for the control plane's libraries (deepnet_job_config, deepnet_coordinator), which must
-# build and run on machines without LibTorch.
+# Used for every library that the control plane and the worker daemon are built from (storage,
+# job, worker, coordinator, ctl), which must build and run on machines without LibTorch.
 
 # Link items that mean LibTorch: its CMake targets, the libraries of TORCH_LIBRARIES, and our
 # targets that link it.
 function(_deepnet_is_torch_item item out_var)
   set(result OFF)
-  set(names "deepnet_model|deepnet_worker|torch|torch_cpu|torch_cuda|torch_library|c10|c10_cuda")
+  set(names "deepnet_model|deepnet_comm|deepnet_checkpoint|deepnet_pipeline|deepnet_train|deepnet_cli|torch|torch_cpu|torch_cuda|torch_library|c10|c10_cuda")
   if(item MATCHES "^(${names}|caffe2::.*|Caffe2::.*)$")
     set(result ON)
   elseif(item MATCHES "(^|/)lib(torch|torch_cpu|torch_cuda|c10|c10_cuda)\\.(so|a)")

@@ -1,8 +1,8 @@
-#include "worker/communicator.h"
+#include "comm/communicator.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 std::string ToString(CommBackendKind kind) {
   switch (kind) {
@@ -42,4 +42,4 @@ absl::Status Communicator::Recv(torch::Tensor& tensor, int src, int tag) {
   return (*work)->Wait();
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 /// A non-blocking operation started by a Communicator. Wait() must be called (once) before the
 /// tensors it was given are read or reused; destroying an unwaited work waits for it.
@@ -82,4 +82,4 @@ enum class CommBackendKind { kMpi, kGloo, kNccl };
 std::string ToString(CommBackendKind kind);
 absl::StatusOr<CommBackendKind> ParseCommBackend(const std::string& name);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -1,8 +1,8 @@
-#include "worker/comm_util.h"
+#include "comm/communicator_checks.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace deepnet::worker::comm_internal {
+namespace deepnet::comm::internal {
 
 std::string RankLabel(int rank, int size) { return absl::StrCat("rank ", rank, "/", size); }
 
@@ -79,4 +79,4 @@ absl::Status AbortedError(const std::string& label, const std::string& op,
       absl::StrCat(label, ": ", op, " on an aborted communicator (", reason, ")"));
 }
 
-}  // namespace deepnet::worker::comm_internal
+}  // namespace deepnet::comm::internal

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 
-namespace deepnet::worker::comm_internal {
+namespace deepnet::comm::internal {
 
 // "rank 2/8".
 std::string RankLabel(int rank, int size);
@@ -57,4 +57,4 @@ class AbortLatch {
   std::string reason_;
 };
 
-}  // namespace deepnet::worker::comm_internal
+}  // namespace deepnet::comm::internal

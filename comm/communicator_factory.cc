@@ -1,4 +1,4 @@
-#include "worker/communicator_factory.h"
+#include "comm/communicator_factory.h"
 
 #include <exception>
 #include <filesystem>
@@ -9,19 +9,19 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "proto/rpc/rpc_util.h"
-#include "worker/comm_util.h"
-#include "worker/grpc_store.h"
-#include "worker/loopback_communicator.h"
-#include "worker/mpi_communicator.h"
+#include "comm/communicator_checks.h"
+#include "comm/grpc_store.h"
+#include "comm/loopback_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "rpc/rpc_util.h"
 #ifdef DEEPNET_HAVE_GLOO
-#include "worker/gloo_communicator.h"
+#include "comm/gloo_communicator.h"
 #endif
 #ifdef DEEPNET_HAVE_NCCL
-#include "worker/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 #endif
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 namespace {
 
 constexpr char kTcpScheme[] = "tcp://";
@@ -48,7 +48,7 @@ std::string FileNameSafe(const std::string& text) {
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenTcpStore(const std::string& host, int port,
                                                              const CommOptions& options,
                                                              const LaunchEnv& env) {
-  const std::string label = comm_internal::RankLabel(env.rank, env.world_size);
+  const std::string label = internal::RankLabel(env.rank, env.world_size);
   try {
     c10d::TCPStoreOptions tcp;
     tcp.port = static_cast<std::uint16_t>(port);
@@ -61,14 +61,14 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenTcpStore(const std::string& 
     return absl::UnavailableError(
         absl::StrCat(label, ": rendezvous at tcp://", host, ":", port,
                      env.rank == 0 ? " (serving)" : "", " did not complete within ",
-                     comm_internal::FormatDuration(options.timeout), ": ", ExceptionText(e)));
+                     internal::FormatDuration(options.timeout), ": ", ExceptionText(e)));
   }
 }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenFileStore(const std::string& path,
                                                               const CommOptions& options,
                                                               const LaunchEnv& env) {
-  const std::string label = comm_internal::RankLabel(env.rank, env.world_size);
+  const std::string label = internal::RankLabel(env.rank, env.world_size);
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
@@ -88,7 +88,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenFileStore(const std::string&
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenGrpcStore(const std::string& address,
                                                               const CommOptions& options,
                                                               const LaunchEnv& env) {
-  const std::string label = comm_internal::RankLabel(env.rank, env.world_size);
+  const std::string label = internal::RankLabel(env.rank, env.world_size);
   if (options.grpc_job_id.empty() || options.grpc_attempt < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         label, ": rendezvous grpc://", address,
@@ -123,7 +123,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenGrpcStore(const std::string&
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(const CommOptions& options,
                                                                       const LaunchEnv& env) {
   const std::string& spec = options.rendezvous;
-  const std::string label = comm_internal::RankLabel(env.rank, env.world_size);
+  const std::string label = internal::RankLabel(env.rank, env.world_size);
   if (options.timeout.count() <= 0) {
     return absl::InvalidArgumentError(label + ": communicator timeout must be > 0");
   }
@@ -246,4 +246,4 @@ absl::StatusOr<World> OpenWorld(const CommOptions& options, const LaunchEnv& env
   return world;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

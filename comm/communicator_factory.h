@@ -6,11 +6,11 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/statusor.h"
-#include "worker/communicator.h"
-#include "worker/launch_env.h"
-#include "worker/mpi_session.h"
+#include "comm/communicator.h"
+#include "comm/launch_env.h"
+#include "comm/mpi_session.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 struct CommOptions {
   CommBackendKind backend = CommBackendKind::kGloo;
@@ -66,4 +66,4 @@ struct World {
 /// Starts MPI when options.backend is kMpi, then CreateWorldCommunicator. The errors of both.
 [[nodiscard]] absl::StatusOr<World> OpenWorld(const CommOptions& options, const LaunchEnv& env);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -1,4 +1,4 @@
-#include "worker/gloo_communicator.h"
+#include "comm/gloo_communicator.h"
 
 // ProcessGroupGloo.hpp is empty unless USE_C10D_GLOO is defined (worker/CMakeLists.txt).
 #include <spdlog/spdlog.h>
@@ -15,13 +15,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "worker/comm_util.h"
+#include "comm/communicator_checks.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
-using comm_internal::CheckPeer;
-using comm_internal::CheckTensor;
-using comm_internal::DescribeTensor;
+using internal::CheckPeer;
+using internal::CheckTensor;
+using internal::DescribeTensor;
 using Clock = std::chrono::steady_clock;
 
 struct GlooCommunicator::State {
@@ -32,9 +32,9 @@ struct GlooCommunicator::State {
   int size = 1;
   std::chrono::milliseconds timeout{0};
   int splits = 0;  // Split() calls so far; names each split's keys.
-  comm_internal::AbortLatch abort;
+  internal::AbortLatch abort;
 
-  std::string Label() const { return comm_internal::RankLabel(rank, size); }
+  std::string Label() const { return internal::RankLabel(rank, size); }
   absl::Status CheckUsable(const std::string& op) const {
     return abort.Check(Label(), op);
   }
@@ -65,7 +65,7 @@ absl::Status GlooFailure(const GlooCommunicator::State& state, const std::string
                          const std::string& text, Clock::time_point deadline) {
   if (Clock::now() >= deadline || absl::StrContains(text, "imed out")) {
     return absl::DeadlineExceededError(absl::StrCat(what, " did not complete within ",
-                                                    comm_internal::FormatDuration(state.timeout),
+                                                    internal::FormatDuration(state.timeout),
                                                     " (gloo: ", text, ")"));
   }
   return absl::UnavailableError(absl::StrCat(what, " failed (gloo: ", text, ")"));
@@ -139,7 +139,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroupGloo>> ConnectGroup(
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(label, ": connecting the gloo group of ", size,
                                                " (sockets on \"", hostname, "\") failed within ",
-                                               comm_internal::FormatDuration(timeout), ": ",
+                                               internal::FormatDuration(timeout), ": ",
                                                ExceptionText(std::current_exception())));
   }
 }
@@ -149,7 +149,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroupGloo>> ConnectGroup(
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout,
     const std::string& hostname) {
-  const std::string label = comm_internal::RankLabel(rank, size);
+  const std::string label = internal::RankLabel(rank, size);
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(label + ": not a rank of the group");
   }
@@ -281,7 +281,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(int color,
   } catch (const std::exception& e) {
     return state_->Fail(absl::DeadlineExceededError(
         absl::StrCat(what, ": exchanging (color, key) through the store did not complete within ",
-                     comm_internal::FormatDuration(state_->timeout), " (",
+                     internal::FormatDuration(state_->timeout), " (",
                      ExceptionText(std::current_exception()), ")")));
   }
   if (color < 0) return std::unique_ptr<Communicator>();
@@ -311,4 +311,4 @@ void GlooCommunicator::Abort(const std::string& reason) {
   state_->group.reset();
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

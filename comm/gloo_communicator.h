@@ -5,9 +5,9 @@
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "worker/communicator.h"
+#include "comm/communicator.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 /// Communicator over LibTorch's c10d::ProcessGroupGloo (TCP sockets between every pair of
 /// ranks), bootstrapped from a c10d::Store shared by the group. CPU tensors only; all-reduce
@@ -55,4 +55,4 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -1,4 +1,4 @@
-#include "worker/grpc_store.h"
+#include "comm/grpc_store.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "deepnet/v1/rendezvous.grpc.pb.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 namespace v1 = deepnet::v1;
 using Clock = std::chrono::system_clock;  // gRPC deadlines are system_clock time points.
@@ -266,4 +266,4 @@ void GrpcStore::wait(const std::vector<std::string>& keys,
                   });
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -13,7 +13,7 @@ namespace grpc {
 class Channel;
 }  // namespace grpc
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 struct GrpcStoreOptions {
   // host:port of the coordinator's deepnet.v1.Rendezvous service.
@@ -85,4 +85,4 @@ class GrpcStore final : public c10d::Store {
   std::shared_ptr<const Impl> impl_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -1,11 +1,11 @@
-#include "worker/launch_env.h"
+#include "comm/launch_env.h"
 
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 namespace {
 
 // The variables one launcher sets. Empty names are not read.
@@ -169,4 +169,4 @@ absl::StatusOr<LaunchEnv> DetectLaunchEnv(const std::function<const char*(const 
   return env;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

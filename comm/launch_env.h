@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 /// Where this process sits in a multi-process launch, read from the launcher's environment.
 struct LaunchEnv {
@@ -50,4 +50,4 @@ struct LaunchEnv {
 [[nodiscard]] absl::StatusOr<LaunchEnv> DetectLaunchEnv(
     const std::function<const char*(const char*)>& getenv = ::getenv);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -1,15 +1,15 @@
-#include "worker/loopback_communicator.h"
+#include "comm/loopback_communicator.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm_util.h"
+#include "comm/communicator_checks.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
-using comm_internal::CheckPeer;
-using comm_internal::CheckTensor;
-using comm_internal::DescribeTensor;
+using internal::CheckPeer;
+using internal::CheckTensor;
+using internal::DescribeTensor;
 
 namespace {
 
@@ -24,7 +24,7 @@ struct PendingRecv {
 }  // namespace
 
 struct LoopbackCommunicator::State {
-  comm_internal::AbortLatch abort;
+  internal::AbortLatch abort;
   std::map<int, std::deque<torch::Tensor>> messages;                // [tag] sent, unreceived
   std::map<int, std::deque<std::shared_ptr<PendingRecv>>> pending;  // [tag] posted receives
 };
@@ -150,4 +150,4 @@ void LoopbackCommunicator::Abort(const std::string& reason) {
   state_->abort.Trip(reason);
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

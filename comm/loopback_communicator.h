@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "worker/communicator.h"
+#include "comm/communicator.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 /// The group of one rank: collectives leave tensors as they are, Send/Recv to rank 0 (oneself)
 /// pass through a FIFO per tag. A receive posted before its send completes when the send comes;
@@ -45,4 +45,4 @@ class LoopbackCommunicator final : public Communicator {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

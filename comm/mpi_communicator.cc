@@ -1,4 +1,4 @@
-#include "worker/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 
 #include <mpi.h>
 #include <spdlog/spdlog.h>
@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm_util.h"
+#include "comm/communicator_checks.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
-using comm_internal::CheckPeer;
-using comm_internal::CheckTensor;
-using comm_internal::DescribeTensor;
+using internal::CheckPeer;
+using internal::CheckTensor;
+using internal::DescribeTensor;
 using Clock = std::chrono::steady_clock;
 
 struct MpiCommunicator::State {
@@ -25,12 +25,12 @@ struct MpiCommunicator::State {
   int size = 1;
   int tag_ub = 32767;  // MPI guarantees at least this.
   std::chrono::milliseconds timeout{0};
-  comm_internal::AbortLatch abort;  // After a failed operation: every later call fails.
+  internal::AbortLatch abort;  // After a failed operation: every later call fails.
   // Buffers of requests that timed out: MPI may still write into them (MPI cannot cancel a
   // started collective), so they are never freed.
   std::vector<torch::Tensor> orphaned;
 
-  std::string Label() const { return comm_internal::RankLabel(rank, size); }
+  std::string Label() const { return internal::RankLabel(rank, size); }
   absl::Status CheckUsable(const std::string& op) const {
     return abort.Check(Label(), op);
   }
@@ -102,7 +102,7 @@ absl::Status WaitRequest(MpiCommunicator::State& state, MPI_Request& request, MP
     if (Clock::now() >= deadline) {
       // MPI cannot cancel a started collective: the request stays pending, and the
       // communicator is unusable from now on.
-      return state.Fail(comm_internal::DeadlineError(what, state.timeout));
+      return state.Fail(internal::DeadlineError(what, state.timeout));
     }
     if (polls < 64) {
       std::this_thread::yield();
@@ -163,7 +163,7 @@ class MpiWork final : public CommWork {
 
 absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::CreateWorld(
     const MpiSession& mpi, std::chrono::milliseconds timeout) {
-  const std::string label = comm_internal::RankLabel(mpi.world_rank(), mpi.world_size());
+  const std::string label = internal::RankLabel(mpi.world_rank(), mpi.world_size());
   if (timeout.count() <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(label, ": MPI communicator timeout must be > 0"));
@@ -328,4 +328,4 @@ void MpiCommunicator::Abort(const std::string& reason) {
   MPI_Abort(state_->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : state_->comm, 1);
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -4,10 +4,10 @@
 #include <memory>
 #include <string>
 
-#include "worker/communicator.h"
-#include "worker/mpi_session.h"
+#include "comm/communicator.h"
+#include "comm/mpi_session.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 /// Communicator over an Open MPI communicator of its own (a duplicate of MPI_COMM_WORLD for the
 /// world, MPI_Comm_split for sub-groups), with MPI_ERRORS_RETURN. Every operation is
@@ -55,4 +55,4 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

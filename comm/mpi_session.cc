@@ -1,10 +1,10 @@
-#include "worker/mpi_session.h"
+#include "comm/mpi_session.h"
 
 #include <mpi.h>
 
 #include "absl/strings/str_cat.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 namespace {
 
 std::string ThreadLevelName(int level) {
@@ -56,4 +56,4 @@ MpiSession::MpiSession(int world_rank, int world_size)
 
 MpiSession::~MpiSession() { MPI_Finalize(); }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -4,7 +4,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 /// Owns MPI's initialisation: Create() calls MPI_Init_thread asking for MPI_THREAD_SERIALIZED
 /// (one thread at a time calls MPI), the destructor calls MPI_Finalize. At most one per process,
@@ -32,4 +32,4 @@ class MpiSession {
   int world_size_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -1,4 +1,4 @@
-#include "worker/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -18,13 +18,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "worker/comm_util.h"
+#include "comm/communicator_checks.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
-using comm_internal::CheckPeer;
-using comm_internal::CheckTensor;
-using comm_internal::DescribeTensor;
+using internal::CheckPeer;
+using internal::CheckTensor;
+using internal::DescribeTensor;
 using Clock = std::chrono::steady_clock;
 
 struct NcclCommunicator::State {
@@ -36,9 +36,9 @@ struct NcclCommunicator::State {
   int size = 1;
   std::chrono::milliseconds timeout{0};
   int splits = 0;
-  comm_internal::AbortLatch abort;
+  internal::AbortLatch abort;
 
-  std::string Label() const { return comm_internal::RankLabel(rank, size); }
+  std::string Label() const { return internal::RankLabel(rank, size); }
   absl::Status CheckUsable(const std::string& op) const {
     return abort.Check(Label(), op);
   }
@@ -128,7 +128,7 @@ class NcclWork final : public CommWork {
         return state_->Fail(NcclError(what_, "NCCL (asynchronous error)", async));
       }
       if (Clock::now() >= deadline_) {
-        return state_->Fail(comm_internal::DeadlineError(what_, state_->timeout));
+        return state_->Fail(internal::DeadlineError(what_, state_->timeout));
       }
       sleep = std::min<std::chrono::microseconds>(std::chrono::microseconds(1000),
                                                   sleep + std::chrono::microseconds(10));
@@ -220,7 +220,7 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator::State>> Connect(
     std::memcpy(&id, value.data(), sizeof(id));
   } catch (const std::exception& e) {
     return absl::DeadlineExceededError(absl::StrCat(what, ": not every rank arrived within ",
-                                                    comm_internal::FormatDuration(timeout), " (",
+                                                    internal::FormatDuration(timeout), " (",
                                                     e.what(), ")"));
   }
   if (cudaError_t e = cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking);
@@ -241,7 +241,7 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator::State>> Connect(
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     c10::intrusive_ptr<c10d::Store> store, int rank, int size, int device_index,
     std::chrono::milliseconds timeout) {
-  const std::string label = comm_internal::RankLabel(rank, size);
+  const std::string label = internal::RankLabel(rank, size);
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(label + ": not a rank of the group");
   }
@@ -383,4 +383,4 @@ void NcclCommunicator::Abort(const std::string& reason) {
   (void)state_->Fail(absl::AbortedError(reason));
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

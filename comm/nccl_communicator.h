@@ -7,9 +7,9 @@
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "worker/communicator.h"
+#include "comm/communicator.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 
 /// Communicator over NCCL for CUDA tensors on one device. Owns its ncclComm_t and a CUDA stream
 /// of its own: each operation first waits (on the GPU) for the caller's current stream, runs on
@@ -55,4 +55,4 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

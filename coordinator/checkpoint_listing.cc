@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "storage/checkpoint_folder.h"
 
 namespace deepnet::coordinator {
 namespace fs = std::filesystem;
@@ -48,7 +49,7 @@ absl::StatusOr<std::vector<CheckpointView>> ListCheckpointFolders(const std::str
   if (!fs::exists(dir, ec)) return out;
   std::string latest;
   {
-    std::ifstream in(fs::path(dir) / "latest");
+    std::ifstream in(fs::path(dir) / storage::kLatestFileName);
     if (in) std::getline(in, latest);
     absl::StripAsciiWhitespace(&latest);
   }
@@ -59,16 +60,14 @@ absl::StatusOr<std::vector<CheckpointView>> ListCheckpointFolders(const std::str
   }
   for (const fs::directory_entry& entry : it) {
     const std::string name = entry.path().filename().string();
-    absl::string_view digits = name;
-    if (!absl::ConsumePrefix(&digits, "step_") || digits.empty() ||
-        !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit)) {
-      continue;
-    }
-    const fs::path manifest = entry.path() / "MANIFEST.json";
+    const std::optional<int64_t> step =
+        storage::ParseStepFolderName(name, storage::StepNameSpelling::kAnyDigits);
+    if (!step) continue;
+    const fs::path manifest = entry.path() / storage::kManifestFileName;
     std::error_code mec;
     if (!fs::is_regular_file(manifest, mec)) continue;
     CheckpointView view;
-    if (!absl::SimpleAtoi(digits, &view.step)) continue;
+    view.step = *step;
     view.path = entry.path().string();
     view.time_ms = ToUnixMs(fs::last_write_time(manifest, mec));
     view.size_bytes = FolderBytes(entry.path());

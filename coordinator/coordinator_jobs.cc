@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_events.h"
 
@@ -198,14 +198,11 @@ void Coordinator::StartAttempt(JobRuntime& job, const Placement& placement) {
     command.job_id = job.record.id;
     command.attempt = job.record.attempt;
     command.world_size = static_cast<int>(job.ranks.size());
-    command.pipeline_stages = job.record.pipeline_stages;
-    command.data_parallel = job.record.data_parallel;
     command.config_yaml = job.record.spec_yaml;
     command.rendezvous_address = rendezvous_address_;
-    command.rendezvous_timeout_ms = static_cast<int64_t>(job.spec.start_timeout_s * 1000);
     for (const RankRuntime& r : job.ranks) {
       if (r.view.worker_id != worker_id) continue;
-      command.ranks.push_back({r.view.rank, r.view.stage, r.view.replica, r.view.slot});
+      command.ranks.push_back({r.view.rank, r.view.slot});
     }
     WorkerRuntime& worker = workers_.at(worker_id);
     worker.sink->SendAssignment(worker.epoch, command);

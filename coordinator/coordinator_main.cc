@@ -19,7 +19,8 @@
 #include "coordinator/rendezvous_service.h"
 #include "coordinator/sqlite_job_store.h"
 #include "coordinator/worker_service_impl.h"
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
+#include "storage/atomic_file.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -131,9 +132,11 @@ int Run(const Flags& flags) {
                "db {}, TLS {}", bound_port, advertise, (*metrics)->port(), flags.db,
                flags.tls_cert.empty() ? "off" : "on");
   if (!flags.port_file.empty()) {
-    const std::string tmp = flags.port_file + ".tmp";
-    std::ofstream(tmp) << "grpc=" << bound_port << "\nmetrics=" << (*metrics)->port() << "\n";
-    std::rename(tmp.c_str(), flags.port_file.c_str());
+    const std::string ports =
+        absl::StrCat("grpc=", bound_port, "\nmetrics=", (*metrics)->port(), "\n");
+    if (absl::Status s = storage::WriteFileAtomically(flags.port_file, ports); !s.ok()) {
+      return Fail(absl::StrCat("--port-file: ", s.message()));
+    }
   }
 
   sigset_t signals;
@@ -153,6 +156,8 @@ int Run(const Flags& flags) {
 }  // namespace deepnet::coordinator
 
 int main(int argc, char** argv) {
+  // Every line of this process carries its name (docs/ARCHITECTURE.md, "Processes and rooms").
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [coordinator] [%l] %v");
   // Block the stop signals in every thread; main waits for them with sigwait.
   sigset_t signals;
   sigemptyset(&signals);

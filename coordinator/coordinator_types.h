@@ -99,8 +99,6 @@ struct MetricReportData {
 
 struct RankAssignmentData {
   int rank = 0;
-  int stage = 0;
-  int replica = 0;
   int slot_index = 0;
 };
 
@@ -109,11 +107,8 @@ struct AssignmentCommand {
   int attempt = 0;
   std::vector<RankAssignmentData> ranks;
   int world_size = 0;
-  int pipeline_stages = 0;
-  int data_parallel = 0;
   std::string config_yaml;
   std::string rendezvous_address;
-  int64_t rendezvous_timeout_ms = 0;
 };
 
 struct CancellationCommand {

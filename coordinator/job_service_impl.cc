@@ -1,82 +1,22 @@
 #include "coordinator/job_service_impl.h"
 
-#include <google/protobuf/util/time_util.h>
-
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "coordinator/job_log_stream.h"
 #include "coordinator/proto_convert.h"
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace deepnet::coordinator {
 namespace {
 
-using google::protobuf::util::TimeUtil;
 using rpc::ToGrpc;
 
 constexpr size_t kMaxIdempotencyKey = 128;
 constexpr size_t kMaxSpecBytes = 1 << 20;
 constexpr int kReplayBatch = 500;
-
-// JobSpec fields a client set must agree with what the YAML says (proto3: set = non-default).
-absl::Status CheckSpecAgrees(const v1::JobSpec& given, const JobSpecInfo& parsed) {
-  auto mismatch = [](const char* field, const std::string& got, const std::string& yaml) {
-    return absl::InvalidArgumentError(absl::StrCat("spec.", field, " is ", got,
-                                                   " but the YAML says ", yaml));
-  };
-  if (!given.name().empty() && given.name() != parsed.name) {
-    return mismatch("name", given.name(), parsed.name);
-  }
-  if (given.pipeline_stages() != 0 && given.pipeline_stages() != parsed.pipeline_stages) {
-    return mismatch("pipeline_stages", absl::StrCat(given.pipeline_stages()),
-                    absl::StrCat(parsed.pipeline_stages, " (parallel.pipeline_stages)"));
-  }
-  if (given.data_parallel() != 0 && given.data_parallel() != parsed.data_parallel) {
-    return mismatch("data_parallel", absl::StrCat(given.data_parallel()),
-                    absl::StrCat(parsed.data_parallel, " (parallel.data_parallel)"));
-  }
-  if (given.device() != v1::DEVICE_KIND_UNSPECIFIED &&
-      (given.device() == v1::DEVICE_KIND_CUDA) != parsed.cuda) {
-    return mismatch("device", v1::DeviceKind_Name(given.device()),
-                    parsed.cuda ? "cuda (runtime.device)" : "cpu (runtime.device)");
-  }
-  if (given.priority() != 0 && given.priority() != parsed.priority) {
-    return mismatch("priority", absl::StrCat(given.priority()),
-                    absl::StrCat(parsed.priority, " (scheduling.priority)"));
-  }
-  if (given.max_restarts() != 0 && given.max_restarts() != parsed.max_restarts) {
-    return mismatch("max_restarts", absl::StrCat(given.max_restarts()),
-                    absl::StrCat(parsed.max_restarts, " (scheduling.max_restarts)"));
-  }
-  if (given.has_hang_timeout()) {
-    const double s = static_cast<double>(TimeUtil::DurationToMilliseconds(given.hang_timeout())) / 1000;
-    if (std::abs(s - parsed.hang_timeout_s) > 1e-3) {
-      return mismatch("hang_timeout", absl::StrCat(s, " s"),
-                      absl::StrCat(parsed.hang_timeout_s, " s (scheduling.hang_timeout_s)"));
-    }
-  }
-  if (given.max_steps() != 0 && given.max_steps() != parsed.max_steps) {
-    return mismatch("max_steps", absl::StrCat(given.max_steps()),
-                    absl::StrCat(parsed.max_steps, " (train.max_steps)"));
-  }
-  if (!given.checkpoint_dir().empty() && given.checkpoint_dir() != parsed.checkpoint_dir) {
-    return mismatch("checkpoint_dir", given.checkpoint_dir(),
-                    absl::StrCat(parsed.checkpoint_dir, " (checkpoint.dir)"));
-  }
-  for (const auto& [key, value] : given.labels()) {
-    auto it = parsed.labels.find(key);
-    if (it == parsed.labels.end() || it->second != value) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "spec.labels[", key, "] is \"", value, "\" but scheduling.labels in the YAML ",
-          it == parsed.labels.end() ? "does not have it" : "says \"" + it->second + "\""));
-    }
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -116,7 +56,7 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
   }
   absl::StatusOr<JobSpecInfo> spec = coordinator_.ParseSpec(yaml);
   if (!spec.ok()) return ToGrpc(spec.status());
-  if (absl::Status s = CheckSpecAgrees(request->spec(), *spec); !s.ok()) return ToGrpc(s);
+  // The other JobSpec fields are output only: whatever the client sent there is ignored.
   if (request->validate_only()) {
     v1::Job* job = response->mutable_job();
     job->set_owner(principal->user);

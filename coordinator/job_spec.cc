@@ -5,16 +5,16 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "worker/job_config.h"
-#include "worker/yaml_reader.h"
+#include "job/job_config.h"
+#include "job/yaml_reader.h"
 
 namespace deepnet::coordinator {
 namespace {
 
 namespace fs = std::filesystem;
 
-using worker::ConfigProblems;
-using worker::JobConfig;
+using job::ConfigProblems;
+using job::JobConfig;
 
 enum class PathKind { kFile, kDirectory };
 
@@ -105,7 +105,7 @@ void CheckServiceRules(const JobConfig& c, const JobSpecCheckOptions& options,
 
 absl::StatusOr<JobSpecInfo> ParseJobSpec(const std::string& yaml_text,
                                          const JobSpecCheckOptions& options) {
-  absl::StatusOr<JobConfig> config = worker::ParseJobConfig(
+  absl::StatusOr<JobConfig> config = job::ParseJobConfig(
       yaml_text, {}, "job spec", [&options](const JobConfig& c, ConfigProblems* problems) {
         CheckServiceRules(c, options, problems);
       });

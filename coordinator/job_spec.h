@@ -1,7 +1,7 @@
 #pragma once
 
 // The coordinator's reading of a submitted job's YAML: the trainer's own schema and rules
-// (worker/job_config.h, target deepnet_job_config, no LibTorch) plus the rules of running the
+// (job/job_config.h, target deepnet_job, no LibTorch) plus the rules of running the
 // job as a service. Pure functions; safe to call from any thread.
 
 #include <cstdint>

@@ -303,16 +303,11 @@ v1::Assignment ToProto(const AssignmentCommand& c) {
   for (const RankAssignmentData& r : c.ranks) {
     v1::RankAssignment* ra = out.add_ranks();
     ra->set_rank(r.rank);
-    ra->set_stage(r.stage);
-    ra->set_replica(r.replica);
     ra->set_slot_index(r.slot_index);
   }
   out.set_world_size(c.world_size);
-  out.set_pipeline_stages(c.pipeline_stages);
-  out.set_data_parallel(c.data_parallel);
   out.set_config_yaml(c.config_yaml);
   out.set_rendezvous_address(c.rendezvous_address);
-  *out.mutable_rendezvous_timeout() = TimeUtil::MillisecondsToDuration(c.rendezvous_timeout_ms);
   return out;
 }
 

@@ -7,9 +7,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "storage/atomic_file.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -64,20 +65,12 @@ constexpr absl::string_view kUpdateJob =
     "attempt = ?6, updated_ms = ?7, last_step = ?8, checkpoint_dir = ?9, version = ?10 "
     "WHERE id = ?1 AND version = ?11";
 
-// fsync()s the directory holding `path` so that a newly created database file's name is
-// durable too (SQLite syncs the directory for its WAL file, not for the main file).
+// fsync()s the folder holding `path` so that a newly created database file's name is durable
+// too (SQLite syncs the directory for its WAL file, not for the main file).
 absl::Status SyncParentDirectory(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int error = errno;
-    if (fd >= 0) ::close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("job store ", path, ": fsync of directory ", dir, ": ", std::strerror(error)));
-  }
-  ::close(fd);
-  return absl::OkStatus();
+  const absl::Status status = storage::FsyncParentFolder(path);
+  if (status.ok()) return status;
+  return absl::UnavailableError(absl::StrCat("job store ", path, ": ", status.message()));
 }
 
 // Creates the schema in an empty database, or checks the version of an existing one.

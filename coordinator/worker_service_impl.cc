@@ -4,7 +4,7 @@
 
 #include "coordinator/proto_convert.h"
 #include "coordinator/worker_session.h"
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace deepnet::coordinator {
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/proto_convert.h"
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace deepnet::coordinator {
 

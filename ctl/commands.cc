@@ -1,4 +1,4 @@
-#include "coordinator/ctl/commands.h"
+#include "ctl/commands.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -6,10 +6,10 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/ctl/exit_codes.h"
-#include "coordinator/ctl/format.h"
-#include "coordinator/ctl/worker_table.h"
-#include "proto/rpc/rpc_util.h"
+#include "ctl/exit_codes.h"
+#include "ctl/format.h"
+#include "ctl/worker_table.h"
+#include "rpc/rpc_util.h"
 
 namespace deepnet::ctl {
 namespace {

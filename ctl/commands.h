@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/ctl/job_client.h"
-#include "coordinator/ctl/job_watcher.h"
-#include "coordinator/ctl/output.h"
+#include "ctl/job_client.h"
+#include "ctl/job_watcher.h"
+#include "ctl/output.h"
 
 namespace deepnet::ctl {
 

@@ -1,4 +1,4 @@
-#include "coordinator/ctl/ctl_app.h"
+#include "ctl/ctl_app.h"
 
 #include <grpcpp/channel.h>
 
@@ -10,10 +10,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "coordinator/ctl/commands.h"
-#include "coordinator/ctl/exit_codes.h"
-#include "coordinator/ctl/format.h"
-#include "proto/rpc/rpc_util.h"
+#include "ctl/commands.h"
+#include "ctl/exit_codes.h"
+#include "ctl/format.h"
+#include "rpc/rpc_util.h"
 
 namespace deepnet::ctl {
 namespace {

@@ -1,4 +1,4 @@
-#include "coordinator/ctl/exit_codes.h"
+#include "ctl/exit_codes.h"
 
 namespace deepnet::ctl {
 

@@ -1,4 +1,4 @@
-#include "coordinator/ctl/format.h"
+#include "ctl/format.h"
 
 #include <time.h>
 

@@ -1,11 +1,11 @@
-#include "coordinator/ctl/job_client.h"
+#include "ctl/job_client.h"
 
 #include <algorithm>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace deepnet::ctl {
 

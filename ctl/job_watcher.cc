@@ -1,11 +1,11 @@
-#include "coordinator/ctl/job_watcher.h"
+#include "ctl/job_watcher.h"
 
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/ctl/exit_codes.h"
-#include "coordinator/ctl/format.h"
-#include "proto/rpc/rpc_util.h"
+#include "ctl/exit_codes.h"
+#include "ctl/format.h"
+#include "rpc/rpc_util.h"
 
 namespace deepnet::ctl {
 namespace {

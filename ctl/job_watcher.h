@@ -12,9 +12,9 @@
 #include <ostream>
 #include <string>
 
-#include "coordinator/ctl/job_client.h"
-#include "coordinator/ctl/output.h"
-#include "coordinator/ctl/progress.h"
+#include "ctl/job_client.h"
+#include "ctl/output.h"
+#include "ctl/progress.h"
 
 namespace deepnet::ctl {
 

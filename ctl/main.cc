@@ -1,12 +1,12 @@
 // deepnetctl: the user CLI of the coordinator's JobService. Hands the process's environment
-// and terminal to the library (coordinator/ctl/ctl_app.h), which does everything else.
+// and terminal to the library (ctl/ctl_app.h), which does everything else.
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
 
-#include "coordinator/ctl/ctl_app.h"
+#include "ctl/ctl_app.h"
 
 int main(int argc, char** argv) {
   deepnet::ctl::CtlEnvironment env;

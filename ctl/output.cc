@@ -1,4 +1,4 @@
-#include "coordinator/ctl/output.h"
+#include "ctl/output.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/ctl/format.h"
+#include "ctl/format.h"
 
 namespace deepnet::ctl {
 namespace {

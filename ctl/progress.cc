@@ -1,4 +1,4 @@
-#include "coordinator/ctl/progress.h"
+#include "ctl/progress.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/ctl/format.h"
+#include "ctl/format.h"
 
 namespace deepnet::ctl {
 namespace {

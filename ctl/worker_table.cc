@@ -1,4 +1,4 @@
-#include "coordinator/ctl/worker_table.h"
+#include "ctl/worker_table.h"
 
 #include <map>
 #include <utility>
@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/ctl/format.h"
-#include "coordinator/ctl/output.h"
+#include "ctl/format.h"
+#include "ctl/output.h"
 
 namespace deepnet::ctl {
 

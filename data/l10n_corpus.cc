@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "data/mo_catalog.h"
 #include "data/splitmix64.h"
+#include "storage/atomic_file.h"
 
 namespace deepnet::data {
 namespace {
@@ -147,24 +148,6 @@ int64_t CapPairs(int64_t cap, std::vector<TextPair>* pairs) {
 
 std::string TsvPath(const std::string& out_dir, CorpusSplit split, const std::string& locale) {
   return (fs::path(out_dir) / absl::StrCat(CorpusSplitName(split), ".", locale, ".tsv")).string();
-}
-
-// Writes `contents` to path.tmp and renames it over `path`.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  {
-    errno = 0;
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    out.close();
-    if (!out) {
-      return absl::InternalError(absl::StrCat(tmp, ": write failed: ", strerror(errno)));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat(path, ": rename failed: ", ec.message()));
-  return absl::OkStatus();
 }
 
 // Removes <split>.<locale>.tsv files of an earlier build, so out_dir matches this summary.
@@ -332,16 +315,16 @@ absl::StatusOr<L10nCorpusSummary> BuildL10nCorpus(const L10nCorpusOptions& optio
       english.insert(pair.first);
     }
     for (CorpusSplit split : kSplits) {
-      absl::Status status = WriteFileAtomically(TsvPath(options.out_dir, split, locale),
-                                                text[static_cast<int>(split)]);
+      absl::Status status = storage::WriteFileAtomically(TsvPath(options.out_dir, split, locale),
+                                                         text[static_cast<int>(split)]);
       if (!status.ok()) return status;
     }
     summary.total_pairs += stats.total();
     summary.locales.push_back(std::move(stats));
   }
   summary.unique_english = static_cast<int64_t>(english.size());
-  absl::Status status = WriteFileAtomically((fs::path(options.out_dir) / "summary.json").string(),
-                                            L10nSummaryToJson(summary, options));
+  absl::Status status = storage::WriteFileAtomically(
+      (fs::path(options.out_dir) / "summary.json").string(), L10nSummaryToJson(summary, options));
   if (!status.ok()) return status;
   return summary;
 }

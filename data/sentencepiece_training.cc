@@ -12,10 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "data/atomic_file.h"
 #include "data/multilingual_stream.h"
 #include "data/sentencepiece_bridge.h"
 #include "data/splitmix64.h"
+#include "storage/atomic_file.h"
 
 namespace deepnet::data {
 namespace {
@@ -177,12 +177,12 @@ absl::Status TrainSentencePiece(const SentencePieceTrainOptions& options) {
   for (int id = 0; id < processor.PieceSize(); ++id) {
     absl::StrAppend(&vocab, processor.IdToPiece(id), "\t", processor.GetScore(id), "\n");
   }
-  if (absl::Status status = WriteFileAtomically(options.model_prefix + ".vocab", vocab);
+  if (absl::Status status = storage::WriteFileAtomically(options.model_prefix + ".vocab", vocab);
       !status.ok()) {
     return status;
   }
   // The model last: a .model file next to a stale .vocab is the worse half-state.
-  return WriteFileAtomically(options.model_prefix + ".model", model);
+  return storage::WriteFileAtomically(options.model_prefix + ".model", model);
 }
 
 }  // namespace deepnet::data

@@ -16,11 +16,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "data/atomic_file.h"
 #include "data/parallel_corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/sentencepiece_training.h"
 #include "data/token_shard.h"
+#include "storage/atomic_file.h"
 
 namespace deepnet::data {
 namespace {
@@ -304,7 +304,7 @@ absl::StatusOr<ShardSetSummary> BuildShards(const ShardBuildOptions& options) {
     summary.sentences_per_second =
         static_cast<double>(summary.tokenized_sentences) / summary.tokenize_seconds;
   }
-  if (absl::Status status = WriteFileAtomically(
+  if (absl::Status status = storage::WriteFileAtomically(
           (fs::path(options.output_dir) / "shards.json").string(), ShardSetJson(summary));
       !status.ok()) {
     return status;

@@ -151,7 +151,7 @@ std::string ApplySyntheticLanguage(const std::string& lang, const std::string& e
   if (lang == "gr") return ToGreek(english);
   if (lang == "pig") return PigLatin(english);
   // "cp" is the identity. An unknown language is copied too: this function validates
-  // nothing, ValidateSyntheticTask reports unknown languages.
+  // nothing; the job schema (job::ValidateSyntheticData) rejects unknown languages.
   return english;
 }
 
@@ -192,37 +192,6 @@ std::vector<ParallelExample> GenerateSyntheticCorpus(const SyntheticTaskOptions&
     }
   }
   return corpus;
-}
-
-absl::Status ValidateSyntheticTask(const SyntheticTaskOptions& options) {
-  for (size_t i = 0; i < options.languages.size(); ++i) {
-    const std::string& lang = options.languages[i];
-    if (!IsKnownLanguage(lang)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("languages: unknown language '", lang,
-                       "' (allowed: ", absl::StrJoin(kLanguages, ", "), ")"));
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (options.languages[j] == lang) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("languages: '", lang, "' is listed more than once"));
-      }
-    }
-  }
-  if (options.pairs_per_language <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pairs_per_language: must be > 0 (got ", options.pairs_per_language, ")"));
-  }
-  if (options.min_words < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("min_words: must be >= 1 (got ", options.min_words, ")"));
-  }
-  if (options.max_words < options.min_words) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("min_words/max_words: min_words must be <= max_words (got ", options.min_words,
-                     " > ", options.max_words, ")"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace deepnet::data

@@ -30,13 +30,11 @@ struct SyntheticTaskOptions {
 std::vector<std::string> SyntheticLanguages();
 
 /// Deterministic corpus (source language "en"); throws nothing, validates nothing beyond
-/// clamping: unknown languages are an error returned by ValidateSyntheticTask.
+/// clamping (unknown languages are skipped): the job schema validates these options
+/// (job::ValidateSyntheticData, job/job_config.h) before a trainer gets here.
 std::vector<ParallelExample> GenerateSyntheticCorpus(const SyntheticTaskOptions& options);
 
 /// The rewrite of one English sentence into a pseudo-language (used by tests and docs).
 std::string ApplySyntheticLanguage(const std::string& lang, const std::string& english);
-
-/// Error naming the offending field ("languages", "pairs_per_language", ...) or OK.
-absl::Status ValidateSyntheticTask(const SyntheticTaskOptions& options);
 
 }  // namespace deepnet::data

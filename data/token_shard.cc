@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "data/atomic_file.h"
+#include "storage/atomic_file.h"
 
 // The format is little-endian and the reader maps it as is.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token shards need a little-endian host");
@@ -44,8 +44,8 @@ T Get(const unsigned char* at) {
 }
 
 // Appends the ids of one side of every example at `width` bytes each, in 1 MiB writes.
-absl::Status WriteIds(AtomicFileWriter& writer, const std::vector<TokenizedExample>& examples,
-                      bool source, int width) {
+absl::Status WriteIds(storage::AtomicFileWriter& writer,
+                      const std::vector<TokenizedExample>& examples, bool source, int width) {
   std::string buffer;
   buffer.reserve(kFlushBytes + 4096);
   for (const TokenizedExample& example : examples) {
@@ -120,7 +120,7 @@ absl::Status WriteTokenShard(const std::string& path, const TokenShardHeader& he
   Put<uint64_t>(&fixed, 40, src_offsets.back());
   Put<uint64_t>(&fixed, 48, tgt_offsets.back());
 
-  absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Create(path);
+  absl::StatusOr<storage::AtomicFileWriter> writer = storage::AtomicFileWriter::Create(path);
   if (!writer.ok()) return writer.status();
   const auto bytes_of = [](const std::vector<uint64_t>& v) {
     return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(uint64_t));

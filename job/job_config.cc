@@ -1,4 +1,4 @@
-#include "worker/job_config.h"
+#include "job/job_config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "worker/yaml_reader.h"
+#include "job/yaml_reader.h"
 
-namespace deepnet::worker {
+namespace deepnet::job {
 namespace {
 
 void ReadModel(YamlMapReader r, model::DeepNetConfig* m) {
@@ -237,7 +237,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   }
   check.Positive("data.temperature", d.temperature);
   check.AtLeast("data.prefetch", d.prefetch, 1);
-  if (absl::Status s = data::ValidateSyntheticTask(d.synthetic); !s.ok()) {
+  if (absl::Status s = ValidateSyntheticData(d.synthetic); !s.ok()) {
     problems->Add("", absl::StrCat("data.synthetic.", s.message()));
   }
   check.InRange("data.valid_fraction", d.valid_fraction, 0, 0.5, true);
@@ -292,7 +292,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("parallel.pipeline_stages", par.pipeline_stages, 1);
   check.AtLeast("parallel.data_parallel", par.data_parallel, 1);
   check.AtLeast("parallel.micro_batches", par.micro_batches, 1);
-  // PartitionStages (worker/stage_partition.h) splits the layers into any P in [1, layers]
+  // PartitionStages (pipeline/stage_partition.h) splits the layers into any P in [1, layers]
   // and refuses every other P; the launchers count ranks in 32 bits.
   check.AtMost("parallel.pipeline_stages", par.pipeline_stages, kMaxRanks);
   check.AtMost("parallel.data_parallel", par.data_parallel, kMaxRanks);
@@ -479,4 +479,37 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
   return ParseJobConfig(text.str(), overrides, path);
 }
 
-}  // namespace deepnet::worker
+std::vector<std::string> SyntheticDataLanguages() { return {"rev", "cap", "gr", "pig", "cp"}; }
+
+absl::Status ValidateSyntheticData(const SyntheticDataConfig& options) {
+  const std::vector<std::string> known = SyntheticDataLanguages();
+  for (size_t i = 0; i < options.languages.size(); ++i) {
+    const std::string& lang = options.languages[i];
+    if (std::find(known.begin(), known.end(), lang) == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "languages: unknown language '", lang, "' (allowed: ", absl::StrJoin(known, ", "), ")"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (options.languages[j] == lang) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("languages: '", lang, "' is listed more than once"));
+      }
+    }
+  }
+  if (options.pairs_per_language <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pairs_per_language: must be > 0 (got ", options.pairs_per_language, ")"));
+  }
+  if (options.min_words < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_words: must be >= 1 (got ", options.min_words, ")"));
+  }
+  if (options.max_words < options.min_words) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_words/max_words: min_words must be <= max_words (got ", options.min_words,
+                     " > ", options.max_words, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace deepnet::job

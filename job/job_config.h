@@ -7,19 +7,39 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "data/synthetic_task.h"
 #include "model/deepnet_config.h"
 
-namespace deepnet::worker {
+namespace deepnet::job {
+
+/// The generated multilingual task (data.source: synthetic): English-like sentences and their
+/// pseudo-language versions. Mirrors data::SyntheticTaskOptions, which the trainer builds from
+/// it (train/training_data.cc); this schema stays free of data/.
+struct SyntheticDataConfig {
+  // Pseudo-languages to generate, from SyntheticDataLanguages(); empty means all.
+  std::vector<std::string> languages;
+  // Sentence pairs to generate per language.
+  int64_t pairs_per_language = 1000;
+  // Sentence length in words, inclusive bounds.
+  int64_t min_words = 2;
+  int64_t max_words = 8;
+  // Seeds the generator: the same options give the same corpus on every machine.
+  uint64_t seed = 1;
+};
+
+/// The pseudo-languages data.synthetic.languages accepts, in a fixed order: exactly those the
+/// generator knows (data::SyntheticLanguages(); a trainer test checks the two agree).
+std::vector<std::string> SyntheticDataLanguages();
+/// Error naming the offending field ("languages", "pairs_per_language", ...) or OK.
+[[nodiscard]] absl::Status ValidateSyntheticData(const SyntheticDataConfig& options);
 
 /// Where training text comes from and how it is batched.
 struct DataConfig {
-  // "synthetic" (generated multilingual task, see data/synthetic_task.h), "tsv", or "shards"
+  // "synthetic" (generated multilingual task, SyntheticDataConfig), "tsv", or "shards"
   // (binarised shards and SentencePiece model made by `deepnet data prepare`, in shard_dir).
   std::string source = "synthetic";
   // Folder with shards.json, spm.model and <split>.<src>-<tgt>.bin (source: shards).
   std::string shard_dir;
-  data::SyntheticTaskOptions synthetic;
+  SyntheticDataConfig synthetic;
   // TSV training file (source: tsv); lines `src<TAB>tgt` or `sl<TAB>tl<TAB>src<TAB>tgt`.
   std::string train_path;
   // TSV validation file; empty means hold out `valid_fraction` of the training pairs.
@@ -29,7 +49,8 @@ struct DataConfig {
   std::string tgt_lang = "xx";
   // Fraction of training pairs held out for validation when valid_path is empty, in [0, 0.5].
   double valid_fraction = 0.02;
-  // Tokenizer kind; "byte" (UTF-8 bytes + language tags) until SentencePiece lands.
+  // Tokenizer of synthetic and TSV data: "byte" (UTF-8 bytes + language tags). Shards
+  // (data.source: shards) use the SentencePiece model saved beside them instead.
   std::string tokenizer = "byte";
   // Padded tokens per batch (see data::TokenBatcherOptions::max_tokens).
   int64_t max_tokens = 4096;
@@ -161,7 +182,7 @@ struct JobConfig {
   SchedulingConfig scheduling;
 };
 
-class ConfigProblems;  // worker/yaml_reader.h
+class ConfigProblems;  // job/yaml_reader.h
 
 /// Rules a caller adds on top of ParseJobConfig's own (the coordinator's service rules). It sees
 /// the config as parsed, where a value that failed to parse kept its default, and adds its
@@ -191,4 +212,4 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
 /// The effective configuration as YAML, every field present; ParseJobConfig(Dump(c)) == c.
 std::string DumpJobConfig(const JobConfig& config);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::job

@@ -1,13 +1,13 @@
-// DumpJobConfig: the effective job configuration as YAML (worker/job_config.h).
+// DumpJobConfig: the effective job configuration as YAML (job/job_config.h).
 #include <yaml-cpp/yaml.h>
 
 #include <string>
 #include <type_traits>
 
-#include "worker/job_config.h"
-#include "worker/yaml_reader.h"
+#include "job/job_config.h"
+#include "job/yaml_reader.h"
 
-namespace deepnet::worker {
+namespace deepnet::job {
 namespace {
 
 void EmitDouble(YAML::Emitter& out, const char* key, double v) {
@@ -138,4 +138,4 @@ std::string DumpJobConfig(const JobConfig& c) {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::job

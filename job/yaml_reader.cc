@@ -1,4 +1,4 @@
-#include "worker/yaml_reader.h"
+#include "job/yaml_reader.h"
 
 #include <algorithm>
 #include <charconv>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace deepnet::worker {
+namespace deepnet::job {
 namespace {
 
 // std::from_chars over the whole scalar, after an optional '+' (which from_chars refuses).
@@ -262,4 +262,4 @@ std::optional<size_t> YamlMapReader::OneOf(const char* key, const std::vector<st
   return std::nullopt;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::job

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 
-namespace deepnet::worker {
+namespace deepnet::job {
 
 /// Shortest decimal text that parses back to exactly `v` ("0.1", "5e-04", "-1").
 std::string ShortestDouble(double v);
@@ -109,4 +109,4 @@ class YamlMapReader {
   std::vector<std::string> forbidden_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::job

@@ -26,7 +26,6 @@ enum class Activation { kRelu, kGelu };
 std::string_view ToString(NormVariant norm);
 std::string_view ToString(Activation activation);
 std::optional<NormVariant> ParseNormVariant(std::string_view name);
-std::optional<Activation> ParseActivation(std::string_view name);
 
 /// Shape and regularisation of a DeepNet encoder-decoder. Either stack may have 0 layers
 /// (decoder-only or encoder-only models).

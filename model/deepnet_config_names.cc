@@ -27,10 +27,4 @@ std::optional<NormVariant> ParseNormVariant(std::string_view name) {
   return std::nullopt;
 }
 
-std::optional<Activation> ParseActivation(std::string_view name) {
-  if (name == "relu") return Activation::kRelu;
-  if (name == "gelu") return Activation::kGelu;
-  return std::nullopt;
-}
-
 }  // namespace deepnet::model

@@ -1,4 +1,4 @@
-#include "worker/adamw.h"
+#include "pipeline/adamw.h"
 
 #include <torch/torch.h>
 
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 namespace {
 
 // Step() works through the flat buffers in chunks of this many elements, so that a chunk's
@@ -158,4 +158,4 @@ double InverseSqrtLearningRate(int64_t step, double lr, int64_t warmup_steps,
   return lr * std::sqrt(static_cast<double>(warmup_steps) / static_cast<double>(step));
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

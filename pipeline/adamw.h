@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "worker/flat_parameters.h"
+#include "pipeline/flat_parameters.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 
 struct AdamWOptions {
   double beta1 = 0.9;
@@ -52,4 +52,4 @@ class AdamW {
 double InverseSqrtLearningRate(int64_t step, double lr, int64_t warmup_steps,
                                double warmup_init_lr);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -1,8 +1,8 @@
-#include "worker/flat_parameters.h"
+#include "pipeline/flat_parameters.h"
 
 #include <torch/torch.h>
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 
 FlatParameters::FlatParameters(torch::nn::Module& module) {
   auto named = module.named_parameters(/*recurse=*/true);
@@ -42,4 +42,4 @@ torch::Tensor FlatParameters::View(const torch::Tensor& flat, size_t i) const {
   return flat.narrow(0, e.offset, e.numel).view(e.shape);
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

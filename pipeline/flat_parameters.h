@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 
 /// Moves every parameter of a module into one contiguous fp32 buffer and every gradient into
 /// a second one: each parameter (and its .grad()) becomes a view at a fixed offset. The
@@ -44,4 +44,4 @@ class FlatParameters {
   torch::Tensor decay_mask_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

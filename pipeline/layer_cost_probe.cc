@@ -1,4 +1,4 @@
-#include "worker/layer_cost_probe.h"
+#include "pipeline/layer_cost_probe.h"
 
 #include <torch/torch.h>
 
@@ -10,7 +10,7 @@
 #include "model/deepnet.h"
 #include "model/loss.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 namespace {
 
 // Median wall time of `repeats` runs of `step` after one warm-up run.
@@ -91,4 +91,4 @@ LayerCostModel MeasureLayerCosts(const model::DeepNetConfig& config,
   return costs;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "model/deepnet_config.h"
-#include "worker/stage_partition.h"
+#include "pipeline/stage_partition.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 
 /// Shape of the micro-batch the probe times.
 struct LayerCostProbeOptions {
@@ -28,4 +28,4 @@ struct LayerCostProbeOptions {
 LayerCostModel MeasureLayerCosts(const model::DeepNetConfig& config,
                                  const LayerCostProbeOptions& options);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -1,4 +1,4 @@
-#include "worker/pipeline_engine.h"
+#include "pipeline/pipeline_engine.h"
 
 #include <torch/torch.h>
 
@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/initialization.h"
-#include "worker/layer_cost_probe.h"
+#include "pipeline/layer_cost_probe.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -54,12 +54,12 @@ int64_t LayerOfParameter(const std::string& name, int64_t encoder_layers) {
 
 }  // namespace
 
-PipelineEngine::PipelineEngine(const EngineOptions& options, Communicator* world)
+PipelineEngine::PipelineEngine(const EngineOptions& options, comm::Communicator* world)
     : options_(options), world_(world) {}
 PipelineEngine::~PipelineEngine() = default;
 
 absl::StatusOr<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(const EngineOptions& options,
-                                                                       Communicator* world) {
+                                                                       comm::Communicator* world) {
   if (world == nullptr) return absl::InvalidArgumentError("pipeline engine needs a communicator");
   if (options.stages * options.replicas != world->size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -74,14 +74,6 @@ absl::StatusOr<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(const Eng
 
 std::string PipelineEngine::Where() const {
   return absl::StrCat("rank ", world_->rank(), " (stage ", stage_, ", replica ", replica_, ")");
-}
-
-std::string PipelineEngine::DescribeRank() const {
-  return absl::StrCat("rank ", world_->rank(), "/", world_->size(), ": stage ", stage_, "/",
-                      options_.stages, " ", model_->slice().ToString(), ", replica ", replica_,
-                      "/", options_.replicas, ", ", flat_->numel(), " parameters, ",
-                      compute_->num_segments(), " segment(s), ", buckets_.size(),
-                      " gradient bucket(s), backend ", world_->backend());
 }
 
 absl::Status PipelineEngine::Setup() {
@@ -424,7 +416,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   return totals;
 }
 
-absl::Status PipelineEngine::HostAllReduce(Communicator& comm, torch::Tensor& host) {
+absl::Status PipelineEngine::HostAllReduce(comm::Communicator& comm, torch::Tensor& host) {
   if (options_.device.is_cpu()) return comm.AllReduceSum(host);
   torch::Tensor on_device = host.to(options_.device);
   if (auto s = comm.AllReduceSum(on_device); !s.ok()) return s;
@@ -526,4 +518,4 @@ absl::StatusOr<double> PipelineEngine::ProbeUpdateNorm(const MicroBatch& probe) 
   return value[0].item<double>();
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -13,15 +13,19 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "model/deepnet.h"
-#include "worker/adamw.h"
-#include "worker/communicator.h"
-#include "worker/flat_parameters.h"
-#include "worker/pipeline_schedule.h"
-#include "worker/stage_compute.h"
-#include "worker/stage_partition.h"
+#include "pipeline/adamw.h"
+#include "pipeline/flat_parameters.h"
+#include "pipeline/pipeline_schedule.h"
+#include "pipeline/stage_compute.h"
+#include "pipeline/stage_partition.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
+class CheckpointStore;  // checkpoint/checkpoint.h
+}  // namespace deepnet::checkpoint
+
+namespace deepnet::pipeline {
 
 struct EngineOptions {
   // The whole model's shape (vocab_size and pad_id set).
@@ -91,7 +95,7 @@ struct ResumePoint {
 class PipelineEngine {
  public:
   static absl::StatusOr<std::unique_ptr<PipelineEngine>> Create(const EngineOptions& options,
-                                                                Communicator* world);
+                                                                comm::Communicator* world);
   ~PipelineEngine();
 
   int stage() const { return stage_; }
@@ -99,8 +103,6 @@ class PipelineEngine {
   bool first_stage() const { return stage_ == 0; }
   bool last_stage() const { return stage_ + 1 == options_.stages; }
   const StagePlan& plan() const { return plan_; }
-  // "rank 3/4: stage 1/2 (encoder 6-11, decoder 0-2), replica 1/2; ..." for the start banner.
-  std::string DescribeRank() const;
 
   model::DeepNetImpl& model() { return *model_; }
   FlatParameters& flat() { return *flat_; }
@@ -123,14 +125,15 @@ class PipelineEngine {
   // Writes this rank's shards and commits the checkpoint (world rank 0 writes `metadata` and
   // `rank0_tensors`). Returns the committed folder on every rank.
   absl::StatusOr<std::string> SaveCheckpoint(
-      class CheckpointStore& store, int64_t step, const nlohmann::json& metadata,
+      checkpoint::CheckpointStore& store, int64_t step, const nlohmann::json& metadata,
       const std::vector<std::pair<std::string, torch::Tensor>>& rank0_tensors);
   // Loads the newest checkpoint that every rank can read and verify (tensors by global name,
   // so any saved layout loads into this one). `check` vets its metadata (same on every rank).
   // NotFound when there is none; each rejected checkpoint adds a reason to *rejected.
-  absl::StatusOr<ResumePoint> Resume(const class CheckpointStore& store,
-                                     const std::function<absl::Status(const nlohmann::json&)>& check,
-                                     std::vector<std::string>* rejected);
+  absl::StatusOr<ResumePoint> Resume(
+      const checkpoint::CheckpointStore& store,
+      const std::function<absl::Status(const nlohmann::json&)>& check,
+      std::vector<std::string>* rejected);
 
  private:
   struct Bucket {
@@ -142,10 +145,10 @@ class PipelineEngine {
     std::string name;
     size_t entry = 0;                      // Index in flat_->entries().
     bool counts_in_norm = false;           // This stage is the first holder.
-    std::unique_ptr<Communicator> group;   // Holders of it, all replicas.
+    std::unique_ptr<comm::Communicator> group;  // Holders of it, all replicas.
   };
 
-  PipelineEngine(const EngineOptions& options, Communicator* world);
+  PipelineEngine(const EngineOptions& options, comm::Communicator* world);
   absl::Status Setup();
   void PlanBuckets();
   int WorldRank(int stage, int replica) const {
@@ -163,7 +166,7 @@ class PipelineEngine {
   std::string Where() const;
   // Collectives on small host tensors: copied to the communicator's device (CUDA for NCCL)
   // and back, so CPU-side bookkeeping works with every backend.
-  absl::Status HostAllReduce(Communicator& comm, torch::Tensor& host);
+  absl::Status HostAllReduce(comm::Communicator& comm, torch::Tensor& host);
   absl::Status HostBroadcast(torch::Tensor& host, int root);
   // Collective: true on every rank when `ok` is true on every rank.
   absl::StatusOr<bool> AllOk(bool ok);
@@ -171,11 +174,11 @@ class PipelineEngine {
   absl::StatusOr<std::string> BroadcastString(const std::string& text);
 
   EngineOptions options_;
-  Communicator* world_;
+  comm::Communicator* world_;
   int stage_ = 0;
   int replica_ = 0;
   StagePlan plan_;
-  std::unique_ptr<Communicator> data_group_;  // This stage's replicas; null when D = 1.
+  std::unique_ptr<comm::Communicator> data_group_;  // This stage's replicas; null when D = 1.
   std::vector<TiedTable> tied_;
   model::DeepNet model_{nullptr};
   std::unique_ptr<FlatParameters> flat_;
@@ -184,8 +187,8 @@ class PipelineEngine {
   PipelineSchedule schedule_;
   int last_backward_ = -1;  // Micro-batch of this stage's last Backward action.
   std::vector<Bucket> buckets_;
-  std::vector<std::unique_ptr<CommWork>> pending_sends_;
-  std::vector<std::unique_ptr<CommWork>> pending_reductions_;
+  std::vector<std::unique_ptr<comm::CommWork>> pending_sends_;
+  std::vector<std::unique_ptr<comm::CommWork>> pending_reductions_;
   int64_t eval_calls_ = 0;  // Tags forward-only passes.
   bool probe_reference_ = false;
   torch::Tensor probe_f0_;  // Last stage: F(x, theta_0).
@@ -193,4 +196,4 @@ class PipelineEngine {
   std::string run_token_;  // Same on every rank of this run; names shared temporary folders.
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

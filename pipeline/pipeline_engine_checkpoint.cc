@@ -12,11 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "worker/checkpoint.h"
-#include "worker/checkpoint_reader.h"
-#include "worker/pipeline_engine.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "pipeline/pipeline_engine.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 namespace {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -63,7 +63,8 @@ absl::StatusOr<std::string> PipelineEngine::BroadcastString(const std::string& t
                      static_cast<size_t>(size[0].item<int64_t>()));
 }
 
-absl::StatusOr<std::string> PipelineEngine::SaveCheckpoint(CheckpointStore& store, int64_t step,
+absl::StatusOr<std::string> PipelineEngine::SaveCheckpoint(checkpoint::CheckpointStore& store,
+                                                           int64_t step,
                                                            const nlohmann::json& metadata,
                                                            const NamedTensors& rank0_tensors) {
   const int rank = world_->rank();
@@ -98,13 +99,15 @@ absl::StatusOr<std::string> PipelineEngine::SaveCheckpoint(CheckpointStore& stor
                              flat_->View(optimizer_->exp_avg_sq(), i));
     }
     if (last_stage() && probe_f0_.defined()) model.emplace_back("probe.f0", probe_f0_);
-    wrote = CheckpointStore::WriteShard(*path, ModelShard(stage_), model);
-    if (wrote.ok()) wrote = CheckpointStore::WriteShard(*path, OptimizerShard(stage_), optimizer);
+    wrote = checkpoint::CheckpointStore::WriteShard(*path, ModelShard(stage_), model);
+    if (wrote.ok()) {
+      wrote = checkpoint::CheckpointStore::WriteShard(*path, OptimizerShard(stage_), optimizer);
+    }
   }
   if (wrote.ok()) {
     NamedTensors mine{{RngName(rank), CpuGeneratorState()}};
     if (rank == 0) mine.insert(mine.end(), rank0_tensors.begin(), rank0_tensors.end());
-    wrote = CheckpointStore::WriteShard(*path, RankShard(rank), mine);
+    wrote = checkpoint::CheckpointStore::WriteShard(*path, RankShard(rank), mine);
   }
   auto written = AllOk(wrote.ok());
   if (!written.ok()) return written.status();
@@ -141,7 +144,8 @@ absl::StatusOr<std::string> PipelineEngine::SaveCheckpoint(CheckpointStore& stor
 }
 
 absl::StatusOr<ResumePoint> PipelineEngine::Resume(
-    const CheckpointStore& store, const std::function<absl::Status(const nlohmann::json&)>& check,
+    const checkpoint::CheckpointStore& store,
+    const std::function<absl::Status(const nlohmann::json&)>& check,
     std::vector<std::string>* rejected) {
   // Rank 0's view of the folder decides the candidates, newest first.
   std::string listing;
@@ -158,7 +162,7 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
     std::vector<torch::Tensor> values(entries.size());
     NamedTensors moments;
     torch::Tensor rng, f0;
-    auto reader = CheckpointReader::Open(path);
+    auto reader = checkpoint::CheckpointReader::Open(path);
     if (!reader.ok()) status = reader.status();
     if (status.ok()) {
       point.step = (*reader)->step();
@@ -231,4 +235,4 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
   return absl::NotFoundError("no checkpoint to resume from in " + store.dir());
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -1,4 +1,4 @@
-#include "worker/pipeline_schedule.h"
+#include "pipeline/pipeline_schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 namespace {
 
 bool IsSend(ActionType t) {
@@ -354,4 +354,4 @@ absl::StatusOr<TimelineResult> SimulateSchedule(const PipelineSchedule& schedule
   return Replay(schedule, m, costs);
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 
 /// Pipeline schedules over P stages and m micro-batches, represented as data: one ordered list
 /// of actions per stage. The engine executes a stage's list front to back; sends are
@@ -78,4 +78,4 @@ struct TimelineResult {
 absl::StatusOr<TimelineResult> SimulateSchedule(const PipelineSchedule& schedule,
                                                 const std::vector<StageCost>& costs);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -1,4 +1,4 @@
-#include "worker/stage_compute.h"
+#include "pipeline/stage_compute.h"
 
 #include <torch/torch.h>
 
@@ -6,7 +6,7 @@
 
 #include "model/loss.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 
 std::vector<std::vector<int64_t>> BoundaryShapes(const model::DeepNetConfig& c, int64_t boundary,
                                                  int64_t batch, int64_t source, int64_t target) {
@@ -149,4 +149,4 @@ std::vector<torch::Tensor> StageCompute::Backward(int micro_batch,
   return grads;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -9,7 +9,7 @@
 
 #include "model/deepnet.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 
 /// One micro-batch as the stage sees it: every stage of a replica reads the same batches, so
 /// token ids, masks and shapes never travel between stages; only hidden states do.
@@ -93,4 +93,4 @@ class StageCompute {
   std::map<int, std::vector<SegmentContext>> live_;  // micro-batch -> [segment]
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -1,4 +1,4 @@
-#include "worker/stage_partition.h"
+#include "pipeline/stage_partition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 namespace {
 
 // Training FLOPs are 3x forward FLOPs: the backward computes gradients of inputs and weights.
@@ -192,4 +192,4 @@ std::string DescribePlan(const StagePlan& plan) {
   return text;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -8,7 +8,7 @@
 #include "model/deepnet_config.h"
 #include "model/model_slice.h"
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 
 /// Relative training cost (forward + backward) of one sequence pair through each part of a
 /// DeepNet, in units of one encoder layer at the source length. All fields are >= 0.
@@ -46,4 +46,4 @@ struct StagePlan {
 /// "stage 1: encoder 10-17, decoder 0-3, predicted cost 12.3 (1.02 of mean)".
 std::string DescribePlan(const StagePlan& plan);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -1,4 +1,4 @@
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
@@ -111,10 +111,6 @@ absl::StatusOr<std::string> ResolveToken(const std::string& flag_value,
   const std::string env_file = EnvOr(file_env.c_str(), "");
   if (!env_file.empty()) return ReadTokenFile(env_file);
   return std::string();
-}
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 grpc::Status ToGrpc(const absl::Status& status) {

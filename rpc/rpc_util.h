@@ -57,8 +57,7 @@ void PrepareContext(grpc::ClientContext* context, const std::string& token,
                                                        const std::string& flag_file,
                                                        const std::string& env_name);
 
-// The same code and message in the other library's type.
-absl::Status FromGrpc(const grpc::Status& status);
+// The same code and message as a grpc::Status, for a service handler's answer.
 grpc::Status ToGrpc(const absl::Status& status);
 
 // "CODE_NAME: message", e.g. "NOT_FOUND: job j-000042 does not exist".

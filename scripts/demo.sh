@@ -33,10 +33,10 @@ EVAL_SENTENCES=${DEMO_EVAL_SENTENCES:-300}
 SPM_SENTENCES=${DEMO_SPM_SENTENCES:-200000}
 WORKER_DELAY=${DEMO_WORKER_DELAY_S:-0}
 VOCAB=4000
-DEEPNET="$BUILD_DIR/worker/deepnet"
-COORDINATOR="$BUILD_DIR/coordinator/deepnet-coordinator"
-WORKER="$BUILD_DIR/worker/daemon/deepnet-worker"
-CTL="$BUILD_DIR/coordinator/ctl/deepnetctl"
+DEEPNET="$BUILD_DIR/bin/deepnet"
+COORDINATOR="$BUILD_DIR/bin/deepnet-coordinator"
+WORKER="$BUILD_DIR/bin/deepnet-worker"
+CTL="$BUILD_DIR/bin/deepnetctl"
 started=$(date +%s)
 say() { echo "[demo] $*"; }
 die() { echo "[demo] error: $*" >&2; exit 1; }

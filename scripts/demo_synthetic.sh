@@ -8,7 +8,7 @@ bash scripts/setup.sh
 BUILD_DIR=${BUILD_DIR:-build}
 RUN_DIR=${RUN_DIR:-runs/demo}
 MINUTES=${DEMO_MINUTES:-4}
-DEEPNET="$BUILD_DIR/worker/deepnet"
+DEEPNET="$BUILD_DIR/bin/deepnet"
 "$DEEPNET" inspect --config examples/demo.yaml --vocab-size 265
 "$DEEPNET" train --config examples/demo.yaml --set "checkpoint.dir=$RUN_DIR" \
   --set "train.max_minutes=$MINUTES"

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <string>
 
-namespace deepnet::worker::testing {
+namespace deepnet::testing {
 
 /// A unique temporary folder, removed with everything in it when the object goes away.
 class TempDir {
@@ -26,4 +26,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace deepnet::worker::testing
+}  // namespace deepnet::testing

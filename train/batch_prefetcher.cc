@@ -1,8 +1,8 @@
-#include "worker/batch_prefetcher.h"
+#include "train/batch_prefetcher.h"
 
 #include <chrono>
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 BatchPrefetcher::BatchPrefetcher(data::MultilingualBatchStream* stream,
                                  std::vector<const std::vector<data::TokenizedExample>*> pairs,
@@ -64,4 +64,4 @@ PreparedBatch BatchPrefetcher::Pop(double* waited_s) {
   return batch;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "data/multilingual_stream.h"
-#include "worker/batch_tensors.h"
+#include "train/batch_tensors.h"
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 /// A batch made by the loader thread, with the stream state just after it was drawn: a
 /// checkpoint taken after consuming it resumes exactly at the next batch, however far the
@@ -55,4 +55,4 @@ class BatchPrefetcher {
   std::thread thread_;
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

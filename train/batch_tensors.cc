@@ -1,10 +1,10 @@
-#include "worker/batch_tensors.h"
+#include "train/batch_tensors.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 BatchTensors MakeBatch(const std::vector<data::TokenizedExample>& examples,
                        const std::vector<int64_t>& indices, const SpecialIds& ids,
@@ -41,4 +41,4 @@ BatchTensors MakeBatch(const std::vector<data::TokenizedExample>& examples,
   return out;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -7,7 +7,7 @@
 
 #include "data/parallel_corpus.h"
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 /// One training batch as padded tensors (right padding).
 struct BatchTensors {
@@ -28,4 +28,4 @@ BatchTensors MakeBatch(const std::vector<data::TokenizedExample>& examples,
                        const std::vector<int64_t>& indices, const SpecialIds& ids,
                        const torch::Device& device);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

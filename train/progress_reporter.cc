@@ -1,11 +1,11 @@
-#include "worker/progress_reporter.h"
+#include "train/progress_reporter.h"
 
 #include <cmath>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
-namespace deepnet::worker {
+namespace deepnet::train {
 namespace {
 
 double Perplexity(double nll) { return std::exp(std::min(nll, 50.0)); }
@@ -122,4 +122,4 @@ void ProgressReporter::Event(const std::string& kind, const std::string& message
   *out_ << "[" << kind << "] " << message << "\n" << std::flush;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 enum class LogFormat { kText, kJson };
 
@@ -66,4 +66,4 @@ class ProgressReporter {
 
 std::string FormatDuration(double seconds);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -1,4 +1,4 @@
-#include "worker/runtime_threads.h"
+#include "train/runtime_threads.h"
 
 #include <dlfcn.h>
 #include <malloc.h>
@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 ThreadSettings ConfigureThreads(int64_t blas_threads, int64_t intra_op_threads) {
   ThreadSettings settings;
@@ -41,9 +41,9 @@ bool KeepFreedMemoryForReuse() {
   return mmap_set && trim_set;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 void ReexecWithFasterOpenBlasKernels(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
@@ -68,4 +68,4 @@ void ReexecWithFasterOpenBlasKernels(char** argv) {
   execv("/proc/self/exe", argv);  // Returns only on failure: carry on with the generic kernels.
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

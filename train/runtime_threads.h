@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 /// Thread pools in effect after ConfigureThreads.
 struct ThreadSettings {
@@ -26,9 +26,9 @@ ThreadSettings ConfigureThreads(int64_t blas_threads, int64_t intra_op_threads);
 /// DEEPNET_MALLOC_TUNING=0 leaves glibc's defaults. Returns whether the settings were applied.
 bool KeepFreedMemoryForReuse();
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 /// OpenBLAS 0.3.21's DYNAMIC_ARCH does not recognise recent Xeons (this KVM guest's family 6
 /// model 207) and falls back to its generic Prescott kernels, 2-3.5x slower than SkylakeX here
@@ -40,4 +40,4 @@ namespace deepnet::worker {
 /// disables it.
 void ReexecWithFasterOpenBlasKernels(char** argv);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -1,4 +1,4 @@
-#include "worker/trainer.h"
+#include "train/trainer.h"
 
 #include <torch/torch.h>
 
@@ -10,12 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "comm/loopback_communicator.h"
 #include "model/model_stats.h"
-#include "worker/batch_tensors.h"
-#include "worker/loopback_communicator.h"
-#include "worker/stage_partition.h"
+#include "pipeline/stage_partition.h"
+#include "train/batch_tensors.h"
 
-namespace deepnet::worker {
+namespace deepnet::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -44,12 +44,12 @@ nlohmann::json ModelShape(const model::DeepNetConfig& c) {
 
 }  // namespace
 
-Trainer::Trainer(const JobConfig& config, const TrainerIo& io) : config_(config), io_(io) {}
+Trainer::Trainer(const job::JobConfig& config, const TrainerIo& io) : config_(config), io_(io) {}
 Trainer::~Trainer() = default;
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config,
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const job::JobConfig& config,
                                                          const TrainerIo& io,
-                                                         Communicator* world) {
+                                                         comm::Communicator* world) {
   std::unique_ptr<Trainer> trainer(new Trainer(config, io));
   if (auto status = trainer->Setup(world); !status.ok()) return status;
   return trainer;
@@ -57,9 +57,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
 
 bool Trainer::reports() const { return world_->rank() == 0; }
 
-absl::Status Trainer::Setup(Communicator* world) {
+absl::Status Trainer::Setup(comm::Communicator* world) {
   if (world == nullptr) {
-    own_world_ = std::make_unique<LoopbackCommunicator>();
+    own_world_ = std::make_unique<comm::LoopbackCommunicator>();
     world = own_world_.get();
   }
   world_ = world;
@@ -118,12 +118,12 @@ absl::Status Trainer::Setup(Communicator* world) {
   const auto& par = config_.parallel;
   // Dropout streams differ between ranks; rank 0 of any layout draws what one process does.
   torch::manual_seed(config_.train.seed + 1000003ULL * static_cast<uint64_t>(world_->rank()));
-  EngineOptions engine;
+  pipeline::EngineOptions engine;
   engine.model = mc;
   engine.seed = config_.train.seed;
   engine.stages = par.pipeline_stages;
   engine.replicas = par.data_parallel;
-  auto schedule = ParseSchedule(par.schedule);
+  auto schedule = pipeline::ParseSchedule(par.schedule);
   if (!schedule.ok()) return schedule.status();
   engine.schedule = *schedule;
   engine.bucket_bytes = static_cast<int64_t>(par.bucket_mb * 1024 * 1024);
@@ -146,11 +146,11 @@ absl::Status Trainer::Setup(Communicator* world) {
     engine.batch_sentences = std::min(engine.batch_sentences, config_.data.max_sentences);
   }
   engine.measure_layer_costs = par.partition == "measured";
-  auto created = PipelineEngine::Create(engine, world_);
+  auto created = pipeline::PipelineEngine::Create(engine, world_);
   if (!created.ok()) return created.status();
   engine_ = *std::move(created);
   if (world_->size() > 1) {
-    std::string layout = DescribePlan(engine_->plan());
+    std::string layout = pipeline::DescribePlan(engine_->plan());
     while (!layout.empty() && layout.back() == '\n') layout.pop_back();
     for (int r = 0; r < world_->size(); ++r) {
       layout += absl::StrCat("\n  rank ", r, ": stage ", r / par.data_parallel, ", replica ",
@@ -183,10 +183,10 @@ absl::Status Trainer::Setup(Communicator* world) {
 
   const auto& ckpt = config_.checkpoint;
   if (!ckpt.dir.empty()) {
-    CheckpointStoreOptions options;
+    checkpoint::CheckpointStoreOptions options;
     options.dir = ckpt.dir;
     options.keep_last = static_cast<int>(ckpt.keep_last);
-    auto store = CheckpointStore::Open(options);
+    auto store = checkpoint::CheckpointStore::Open(options);
     if (!store.ok()) return store.status();
     store_ = *std::move(store);
     if (ckpt.resume) {
@@ -238,8 +238,8 @@ const std::vector<data::TokenizedExample>& Trainer::ProbeSet() const {
 }
 
 namespace {
-MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& device) {
-  MicroBatch m;
+pipeline::MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& device) {
+  pipeline::MicroBatch m;
   m.src = batch.src.to(device);
   m.tgt_in = batch.tgt_in.to(device);
   m.tgt_out = batch.tgt_out.to(device);
@@ -255,7 +255,7 @@ absl::StatusOr<double> Trainer::ProbeNorm() {
 }
 
 absl::StatusOr<StepMetrics> Trainer::TrainStep() {
-  std::vector<MicroBatch> micro;
+  std::vector<pipeline::MicroBatch> micro;
   last_data_wait_s_ = 0.0;
   const int64_t batches = config_.parallel.micro_batches * config_.optim.accum_steps;
   for (int64_t i = 0; i < batches; ++i) {
@@ -267,8 +267,8 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep() {
   }
   StepMetrics m;
   m.step = step_ + 1;
-  m.lr = InverseSqrtLearningRate(m.step, config_.optim.lr, config_.optim.warmup_steps,
-                                 config_.optim.warmup_init_lr);
+  m.lr = pipeline::InverseSqrtLearningRate(m.step, config_.optim.lr, config_.optim.warmup_steps,
+                                           config_.optim.warmup_init_lr);
   auto totals = engine_->TrainStep(micro, m.step, m.lr);
   if (!totals.ok()) return totals.status();
   step_ = m.step;
@@ -279,7 +279,7 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep() {
   m.nll = totals->nll_sum / static_cast<double>(std::max<int64_t>(1, totals->tgt_tokens));
   if (world_->size() > 1) {
     for (int64_t s = 0; s < config_.parallel.pipeline_stages; ++s) {
-      const RankTiming& t = totals->ranks[s * config_.parallel.data_parallel];
+      const pipeline::RankTiming& t = totals->ranks[s * config_.parallel.data_parallel];
       m.stage_compute_s.push_back(t.compute_s);
       m.stage_idle.push_back(t.schedule_s > 0 ? 1.0 - t.compute_s / t.schedule_s : 0.0);
     }
@@ -297,7 +297,7 @@ absl::StatusOr<ValidMetrics> Trainer::Validate() {
   const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
   const int64_t cap = config_.train.valid_max_pairs;
   // Every rank lists the same batches; replica r evaluates batches r, r + D, ...
-  std::vector<MicroBatch> mine;
+  std::vector<pipeline::MicroBatch> mine;
   int64_t index = 0;
   for (const auto& pair : data_.pairs) {
     const size_t count = cap > 0 ? std::min<size_t>(pair.valid.size(), static_cast<size_t>(cap))
@@ -326,7 +326,7 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint() {
       {"model", ModelShape(config_.model)},
       {"tokenizer", data_.tokenizer_kind},
       {"languages", data_.languages},
-      {"job_config", DumpJobConfig(config_)}};
+      {"job_config", job::DumpJobConfig(config_)}};
   std::vector<std::pair<std::string, torch::Tensor>> extra;
   // The tokenizer travels with the weights: translate/eval need nothing but the checkpoint.
   if (tokenizer_model_.defined()) extra.emplace_back("tokenizer.model", tokenizer_model_);
@@ -464,4 +464,4 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   return summary;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -10,18 +10,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/checkpoint.h"
+#include "comm/communicator.h"
 #include "data/multilingual_stream.h"
+#include "job/job_config.h"
 #include "model/deepnet.h"
-#include "worker/adamw.h"
-#include "worker/batch_prefetcher.h"
-#include "worker/checkpoint.h"
-#include "worker/communicator.h"
-#include "worker/job_config.h"
-#include "worker/pipeline_engine.h"
-#include "worker/progress_reporter.h"
-#include "worker/training_data.h"
+#include "pipeline/adamw.h"
+#include "pipeline/pipeline_engine.h"
+#include "train/batch_prefetcher.h"
+#include "train/progress_reporter.h"
+#include "train/training_data.h"
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 /// Where the trainer writes progress and what can stop it early.
 struct TrainerIo {
@@ -56,9 +56,9 @@ class Trainer {
  public:
   // `world` (not owned; outlives the trainer) spans parallel.pipeline_stages x
   // parallel.data_parallel ranks; null means one process with no peers.
-  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config,
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const job::JobConfig& config,
                                                          const TrainerIo& io,
-                                                         Communicator* world = nullptr);
+                                                         comm::Communicator* world = nullptr);
   ~Trainer();
 
   // Trains from the current step to train.max_steps (or until the time budget or stop flag);
@@ -66,13 +66,13 @@ class Trainer {
   absl::StatusOr<TrainSummary> Run();
 
   model::DeepNetImpl& model() { return engine_->model(); }
-  const PipelineEngine& engine() const { return *engine_; }
+  const pipeline::PipelineEngine& engine() const { return *engine_; }
   int64_t step() const { return step_; }
   const TrainingData& data() const { return data_; }
 
  private:
-  Trainer(const JobConfig& config, const TrainerIo& io);
-  absl::Status Setup(Communicator* world);
+  Trainer(const job::JobConfig& config, const TrainerIo& io);
+  absl::Status Setup(comm::Communicator* world);
   absl::Status Resume();
   absl::StatusOr<StepMetrics> TrainStep();
   absl::StatusOr<ValidMetrics> Validate();
@@ -81,20 +81,20 @@ class Trainer {
   absl::StatusOr<std::string> SaveCheckpoint();
   bool reports() const;  // This rank writes progress (rank 0).
 
-  JobConfig config_;
+  job::JobConfig config_;
   TrainerIo io_;
   std::unique_ptr<std::ostream> null_out_;
   std::unique_ptr<ProgressReporter> reporter_;
   TrainingData data_;
   torch::Device device_ = torch::kCPU;
-  std::unique_ptr<Communicator> own_world_;  // Loopback when no world was given.
-  Communicator* world_ = nullptr;
-  std::unique_ptr<PipelineEngine> engine_;
+  std::unique_ptr<comm::Communicator> own_world_;  // Loopback when no world was given.
+  comm::Communicator* world_ = nullptr;
+  std::unique_ptr<pipeline::PipelineEngine> engine_;
   std::unique_ptr<data::MultilingualBatchStream> stream_;
   std::unique_ptr<BatchPrefetcher> prefetcher_;  // Started by Run(); owns stream_ from then.
   data::StreamState consumed_state_;  // Stream state after the last batch trained on.
   double last_data_wait_s_ = 0.0;     // Wait of the last step.
-  std::unique_ptr<CheckpointStore> store_;
+  std::unique_ptr<checkpoint::CheckpointStore> store_;
   std::vector<int64_t> probe_indices_;
   torch::Tensor tokenizer_model_;  // SentencePiece model bytes (uint8), saved in checkpoints.
   int64_t step_ = 0;
@@ -102,4 +102,4 @@ class Trainer {
   std::vector<double> stage_compute_;  // [stage] forward+backward seconds of this run.
 };
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -1,4 +1,4 @@
-#include "worker/training_data.h"
+#include "train/training_data.h"
 
 #include <algorithm>
 #include <map>
@@ -15,19 +15,23 @@
 #include "data/synthetic_task.h"
 #include "data/token_shard.h"
 
-namespace deepnet::worker {
+namespace deepnet::train {
 namespace {
 
 using PairKey = std::pair<std::string, std::string>;
 
 // Reads the untokenized train/valid text of a synthetic or TSV job.
-absl::Status ReadText(const DataConfig& config, std::vector<data::ParallelExample>* train,
+absl::Status ReadText(const job::DataConfig& config, std::vector<data::ParallelExample>* train,
                       std::vector<data::ParallelExample>* valid) {
   if (config.source == "synthetic") {
-    if (auto status = data::ValidateSyntheticTask(config.synthetic); !status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("data.synthetic.", status.message()));
-    }
-    *train = data::GenerateSyntheticCorpus(config.synthetic);
+    // Validated with the rest of the job (job::ValidateSyntheticData).
+    data::SyntheticTaskOptions options;
+    options.languages = config.synthetic.languages;
+    options.pairs_per_language = config.synthetic.pairs_per_language;
+    options.min_words = config.synthetic.min_words;
+    options.max_words = config.synthetic.max_words;
+    options.seed = config.synthetic.seed;
+    *train = data::GenerateSyntheticCorpus(options);
   } else if (config.source == "tsv") {
     auto corpus = data::ReadTsvCorpus(config.train_path, config.src_lang, config.tgt_lang);
     if (!corpus.ok()) return corpus.status();
@@ -70,7 +74,7 @@ int64_t DropLong(std::vector<data::TokenizedExample>* examples, int64_t max_len)
 }
 
 // source: shards — the folder `deepnet data prepare` wrote: shards.json, spm.model, *.bin.
-absl::StatusOr<TrainingData> LoadShards(const DataConfig& config) {
+absl::StatusOr<TrainingData> LoadShards(const job::DataConfig& config) {
   namespace fs = std::filesystem;
   const fs::path dir(config.shard_dir);
   const std::string index_path = (dir / "shards.json").string();
@@ -154,7 +158,7 @@ bool InValidationSplit(const std::string& source, double valid_fraction) {
   return static_cast<double>(h % 1000000) < valid_fraction * 1000000.0;
 }
 
-absl::StatusOr<TrainingData> LoadTrainingData(const DataConfig& config) {
+absl::StatusOr<TrainingData> LoadTrainingData(const job::DataConfig& config) {
   if (config.source == "shards") return LoadShards(config);
   std::vector<data::ParallelExample> train_text, valid_text;
   if (auto status = ReadText(config, &train_text, &valid_text); !status.ok()) return status;
@@ -192,4 +196,4 @@ absl::StatusOr<TrainingData> LoadTrainingData(const DataConfig& config) {
   return out;
 }
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -8,9 +8,9 @@
 #include "absl/status/statusor.h"
 #include "data/parallel_corpus.h"
 #include "data/tokenizer.h"
-#include "worker/job_config.h"
+#include "job/job_config.h"
 
-namespace deepnet::worker {
+namespace deepnet::train {
 
 /// The tokenized examples of one translation direction.
 struct LanguagePair {
@@ -41,9 +41,9 @@ absl::StatusOr<std::unique_ptr<data::Tokenizer>> MakeTokenizer(
 /// the source sentence, so a source never lands in both splits and the split is the same on
 /// every machine), groups it by language pair and tokenizes it. Errors name the config field
 /// or the file.
-absl::StatusOr<TrainingData> LoadTrainingData(const DataConfig& config);
+absl::StatusOr<TrainingData> LoadTrainingData(const job::DataConfig& config);
 
 /// True when a pair with this source text belongs to the validation split.
 bool InValidationSplit(const std::string& source, double valid_fraction);
 
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

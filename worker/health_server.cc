@@ -1,11 +1,11 @@
-#include "worker/daemon/health_server.h"
+#include "worker/health_server.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::string& listen,
                                                                 int* bound_port) {
@@ -27,4 +27,4 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::strin
   return server;
 }
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

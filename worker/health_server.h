@@ -10,7 +10,7 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 // Serves grpc.health.v1.Health (SERVING) and server reflection on `listen` (host:port; port 0
 // lets the OS pick, reported in *bound_port when non-null). InvalidArgument naming --listen
@@ -18,4 +18,4 @@ namespace deepnet::agent {
 [[nodiscard]] absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(
     const std::string& listen, int* bound_port);
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,4 +1,4 @@
-#include "worker/daemon/host_facts.h"
+#include "worker/host_resources.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 std::string ModelOf(const std::filesystem::path& information) {
@@ -118,4 +118,4 @@ absl::StatusOr<std::vector<SlotInfo>> PlanSlots(int requested, int gpu_count) {
   return slots;
 }
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

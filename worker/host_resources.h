@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 struct HostFacts {
   std::string hostname;
@@ -52,4 +52,4 @@ HostFacts DetectHostFacts(const std::string& advertise_address, std::vector<std:
 // naming --slots when requested < 0 or exceeds the GPUs.
 [[nodiscard]] absl::StatusOr<std::vector<SlotInfo>> PlanSlots(int requested, int gpu_count);
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,8 +1,8 @@
-#include "worker/daemon/log_request_answer.h"
+#include "worker/log_request_answer.h"
 
-#include "worker/daemon/trainer_log_reader.h"
+#include "worker/trainer_log_reader.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 v1::LogChunk AnswerLogRequest(const v1::LogRequest& request, const std::string& work_dir,
                               bool running) {
@@ -30,4 +30,4 @@ v1::LogChunk AnswerLogRequest(const v1::LogRequest& request, const std::string& 
   return chunk;
 }
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,4 +1,4 @@
-#include "worker/daemon/trainer_log_reader.h"
+#include "worker/trainer_log_reader.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,9 +9,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "worker/daemon/trainer_supervisor.h"
+#include "worker/trainer_supervisor.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 // Closes the descriptor when it goes out of scope.
@@ -110,4 +110,4 @@ absl::StatusOr<TrainerLogPart> ReadTrainerLog(const std::string& work_dir,
   return part;
 }
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

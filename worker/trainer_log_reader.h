@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 // The largest part of a log one read returns (64 KiB).
 inline constexpr int64_t kMaxLogReadBytes = 64 * 1024;
@@ -50,4 +50,4 @@ std::string TrainerLogPath(const std::string& work_dir, const std::string& job_i
 [[nodiscard]] absl::StatusOr<TrainerLogPart> ReadTrainerLog(const std::string& work_dir,
                                                             const TrainerLogRead& read);
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

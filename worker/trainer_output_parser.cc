@@ -1,4 +1,4 @@
-#include "worker/daemon/trainer_output_parser.h"
+#include "worker/trainer_output_parser.h"
 
 #include <nlohmann/json.hpp>
 
@@ -7,8 +7,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "storage/checkpoint_folder.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 using Json = nlohmann::json;
@@ -29,17 +30,6 @@ std::optional<int64_t> Integer(const Json& j, const char* key) {
 std::string String(const Json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-// The NNNNNNN of ".../step_NNNNNNN" (a trailing '/' allowed); nullopt otherwise.
-std::optional<int64_t> StepOfFolder(absl::string_view path) {
-  absl::ConsumeSuffix(&path, "/");
-  const size_t slash = path.rfind('/');
-  absl::string_view name = slash == absl::string_view::npos ? path : path.substr(slash + 1);
-  if (!absl::ConsumePrefix(&name, "step_")) return std::nullopt;
-  int64_t step = 0;
-  if (name.empty() || !absl::SimpleAtoi(name, &step) || step < 0) return std::nullopt;
-  return step;
 }
 
 std::optional<TrainerStep> ParseStep(const Json& j) {
@@ -67,7 +57,7 @@ std::optional<TrainerCheckpoint> ParseCheckpoint(const Json& j) {
     path = std::string(message);
   }
   std::optional<int64_t> step = Integer(j, "step");
-  if (!step) step = StepOfFolder(path);
+  if (!step) step = storage::StepOfCheckpointPath(path);
   if (!step || *step < 0) return std::nullopt;
   return TrainerCheckpoint{*step, path};
 }
@@ -104,4 +94,4 @@ TrainerLine ParseTrainerLine(std::string_view text) {
   return out;
 }
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,5 +1,5 @@
 #pragma once
-// Turns the trainer's `--log-format json` output (worker/progress_reporter.cc) into plain
+// Turns the trainer's `--log-format json` output (train/progress_reporter.cc) into plain
 // progress records for the worker daemon. Torch-free.
 
 #include <chrono>
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 // One {"event":"step",...} line.
 struct TrainerStep {
@@ -26,7 +26,7 @@ struct TrainerStep {
   std::optional<double> update_norm;
 };
 
-// One {"event":"checkpoint","message":"saved DIR/step_NNNNNNN",...} line.
+// One {"event":"checkpoint","message":"saved DIR/step_000001500",...} line.
 struct TrainerCheckpoint {
   int64_t step = 0;
   // The checkpoint's folder.
@@ -44,8 +44,9 @@ struct TrainerLine {
 
 // Parses one line (without its newline). Never fails: lines that are not one of the events
 // above (text logs, "valid", "start", a rejected checkpoint, broken JSON) give an empty result.
-// A checkpoint's step comes from its "step" field, else from the "step_NNNNNNN" folder name.
+// A checkpoint's step comes from its "step" field, else from the step folder name
+// (storage::StepOfCheckpointPath).
 // Pure function, safe for concurrent use.
 TrainerLine ParseTrainerLine(std::string_view line);
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,4 +1,4 @@
-#include "worker/daemon/trainer_process.h"
+#include "worker/trainer_process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 // How long the reader waits for more output before checking whether the trainer was reaped.
@@ -298,4 +298,4 @@ int64_t TrainerProcess::PeakResidentBytes() const {
   return 0;
 }
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 struct TrainerLaunch {
   // Absolute (or PATH-relative when it has no '/') path of the program.
@@ -114,4 +114,4 @@ class TrainerProcess {
 // it cannot be read.
 std::string TailOfFile(const std::string& path, int max_lines);
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

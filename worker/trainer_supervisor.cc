@@ -1,4 +1,4 @@
-#include "worker/daemon/trainer_supervisor.h"
+#include "worker/trainer_supervisor.h"
 
 #include <unistd.h>
 
@@ -11,9 +11,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/daemon/trainer_process.h"
+#include "worker/trainer_process.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 // What the trainer's reader thread found; shared with it, hence its own lock.
 struct TaskOutput {
@@ -105,7 +105,7 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   vars["DEEPNET_LOCAL_SIZE"] = std::to_string(local_size);
   vars["DEEPNET_JOB_ID"] = spec.job_id;
   vars["DEEPNET_ATTEMPT"] = std::to_string(spec.attempt);
-  // The trainer exits if this daemon dies (worker/parent_watch.h): no orphan keeps training.
+  // The trainer exits if this daemon dies (cli/parent_watch.h): no orphan keeps training.
   vars["DEEPNET_WORKER_PID"] = std::to_string(getpid());
   if (!spec.rendezvous_address.empty()) {
     vars["DEEPNET_RENDEZVOUS"] = "grpc://" + spec.rendezvous_address;
@@ -149,7 +149,7 @@ absl::Status TrainerSupervisor::StartRank(const AssignmentSpec& spec, const Rank
                                      process.status().message()));
   }
   task->process = *std::move(process);
-  spdlog::info("[agent] {}: started trainer pid {} on slot {}",
+  spdlog::info("{}: started trainer pid {} on slot {}",
                Describe(spec.job_id, spec.attempt, rank.rank), task->process->pid(),
                rank.slot_index);
   tasks_[TaskKey{spec.job_id, spec.attempt, rank.rank}] = std::move(task);
@@ -284,9 +284,8 @@ TrainerSupervisor::Events TrainerSupervisor::Poll() {
     out.message = exit->stderr_tail;
     out.requested = exit->stop_requested;
     out.time = std::chrono::system_clock::now();
-    spdlog::info("[agent] {}: trainer pid {} ended ({} {}{})",
-                 Describe(out.job_id, out.attempt, out.rank), task->process->pid(),
-                 out.signal != 0 ? "signal" : "exit code",
+    spdlog::info("{}: trainer pid {} ended ({} {}{})", Describe(out.job_id, out.attempt, out.rank),
+                 task->process->pid(), out.signal != 0 ? "signal" : "exit code",
                  out.signal != 0 ? out.signal : out.exit_code, out.requested ? ", requested" : "");
     events.exits.push_back(std::move(out));
     ended.push_back(key);
@@ -327,4 +326,4 @@ size_t TrainerSupervisor::size() const {
   return tasks_.size();
 }
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

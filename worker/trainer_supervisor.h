@@ -1,7 +1,7 @@
 #pragma once
 // The trainer processes of one worker daemon: spawns the ranks of an assignment onto its slots,
 // stops job attempts, reaps exits and collects the progress parsed from their output. Knows
-// nothing about gRPC or protos (WorkerAgent converts). Torch-free.
+// nothing about gRPC or protos (WorkerDaemon converts). Torch-free.
 
 #include <chrono>
 #include <cstdint>
@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "worker/daemon/host_facts.h"
-#include "worker/daemon/trainer_output_parser.h"
+#include "worker/host_resources.h"
+#include "worker/trainer_output_parser.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 class TrainerProcess;
 
@@ -41,8 +41,6 @@ struct SupervisorOptions {
 
 struct RankLaunch {
   int rank = 0;
-  int stage = 0;
-  int replica = 0;
   // WorkerSlot index on this worker.
   int slot_index = 0;
 };
@@ -156,4 +154,4 @@ class TrainerSupervisor {
 // Whether `job_id` can name a folder: 1..128 of [A-Za-z0-9._-], not "." or "..".
 bool IsSafeJobId(const std::string& job_id);
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,4 +1,4 @@
-#include "worker/daemon/worker_agent.h"
+#include "worker/worker_daemon.h"
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
-#include "proto/rpc/rpc_util.h"
-#include "worker/daemon/log_request_answer.h"
+#include "rpc/rpc_util.h"
+#include "worker/log_request_answer.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
 namespace v1 = deepnet::v1;
 using std::chrono::milliseconds;
@@ -54,7 +54,7 @@ AssignmentSpec FromProto(const v1::Assignment& a) {
   spec.job_id = a.job_id();
   spec.attempt = a.attempt();
   for (const v1::RankAssignment& r : a.ranks()) {
-    spec.ranks.push_back({r.rank(), r.stage(), r.replica(), r.slot_index()});
+    spec.ranks.push_back({r.rank(), r.slot_index()});
   }
   spec.world_size = a.world_size();
   spec.config_yaml = a.config_yaml();
@@ -102,11 +102,11 @@ v1::WorkerMessage ToProto(const TaskExit& exit) {
 
 }  // namespace
 
-struct WorkerAgent::Rpc {
+struct WorkerDaemon::Rpc {
   std::unique_ptr<v1::WorkerService::Stub> stub;
 };
 
-struct WorkerAgent::Session {
+struct WorkerDaemon::Session {
   std::unique_ptr<grpc::ClientContext> context;
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream;
   std::string worker_id;
@@ -114,11 +114,11 @@ struct WorkerAgent::Session {
   int64_t sequence = 0;
 };
 
-struct WorkerAgent::Outbox {
+struct WorkerDaemon::Outbox {
   std::deque<v1::WorkerMessage> messages;
 };
 
-absl::Status Validate(const WorkerAgentOptions& o) {
+absl::Status Validate(const WorkerDaemonOptions& o) {
   if (o.coordinator.empty()) return absl::InvalidArgumentError("--coordinator: no address given");
   if (o.worker_name.empty()) return absl::InvalidArgumentError("--name: empty worker name");
   if (o.supervisor.trainer.empty()) return absl::InvalidArgumentError("--trainer: no path given");
@@ -128,14 +128,14 @@ absl::Status Validate(const WorkerAgentOptions& o) {
   if (o.rpc_timeout.count() <= 0 || o.max_backoff.count() <= 0 || o.poll_interval.count() <= 0 ||
       o.default_heartbeat_interval.count() <= 0) {
     return absl::InvalidArgumentError(
-        "worker agent: rpc_timeout, max_backoff, poll_interval and default_heartbeat_interval "
+        "worker daemon: rpc_timeout, max_backoff, poll_interval and default_heartbeat_interval "
         "must be > 0");
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<WorkerAgent>> WorkerAgent::Create(
-    const WorkerAgentOptions& options) {
+absl::StatusOr<std::unique_ptr<WorkerDaemon>> WorkerDaemon::Create(
+    const WorkerDaemonOptions& options) {
   if (absl::Status status = Validate(options); !status.ok()) return status;
   rpc::ChannelOptions channel_options;
   channel_options.address = options.coordinator;
@@ -143,19 +143,20 @@ absl::StatusOr<std::unique_ptr<WorkerAgent>> WorkerAgent::Create(
   channel_options.tls_server_name = options.tls_server_name;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = rpc::MakeChannel(channel_options);
   if (!channel.ok()) return channel.status();
-  return std::unique_ptr<WorkerAgent>(new WorkerAgent(options, *std::move(channel)));
+  return std::unique_ptr<WorkerDaemon>(new WorkerDaemon(options, *std::move(channel)));
 }
 
-WorkerAgent::WorkerAgent(const WorkerAgentOptions& options, std::shared_ptr<grpc::Channel> channel)
+WorkerDaemon::WorkerDaemon(const WorkerDaemonOptions& options,
+                           std::shared_ptr<grpc::Channel> channel)
     : options_(options),
       channel_(std::move(channel)),
       rpc_(new Rpc{v1::WorkerService::NewStub(channel_)}),
       supervisor_(options.supervisor),
       outbox_(new Outbox) {}
 
-WorkerAgent::~WorkerAgent() { Shutdown(milliseconds(0)); }
+WorkerDaemon::~WorkerDaemon() { Shutdown(milliseconds(0)); }
 
-void WorkerAgent::Start() {
+void WorkerDaemon::Start() {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (started_ || shut_down_) return;
   started_ = true;
@@ -163,7 +164,7 @@ void WorkerAgent::Start() {
   supervision_thread_ = std::thread([this] { SupervisionLoop(); });
 }
 
-void WorkerAgent::Shutdown(milliseconds grace) {
+void WorkerDaemon::Shutdown(milliseconds grace) {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
@@ -187,29 +188,29 @@ void WorkerAgent::Shutdown(milliseconds grace) {
     wake_.notify_all();
     session_thread_.join();
   }
-  spdlog::info("[agent] stopped ({} trainer(s) left to kill)", supervisor_.size());
+  spdlog::info("stopped ({} trainer(s) left to kill)", supervisor_.size());
 }
 
-AgentState WorkerAgent::state() const {
+WorkerDaemonState WorkerDaemon::state() const {
   std::lock_guard<std::mutex> lock(state_mu_);
   return state_;
 }
 
-std::vector<TaskSnapshot> WorkerAgent::Tasks() const { return supervisor_.Tasks(); }
+std::vector<TaskSnapshot> WorkerDaemon::Tasks() const { return supervisor_.Tasks(); }
 
-void WorkerAgent::WaitFor(milliseconds delay) {
+void WorkerDaemon::WaitFor(milliseconds delay) {
   std::unique_lock<std::mutex> lock(wait_mu_);
   wake_.wait_for(lock, delay, [this] { return stopping_.load(); });
 }
 
-void WorkerAgent::CancelSession(const char* why) {
+void WorkerDaemon::CancelSession(const char* why) {
   std::lock_guard<std::mutex> lock(cancel_mu_);
   if (active_context_ == nullptr) return;
-  spdlog::info("[agent] closing the session: {}", why);
+  spdlog::info("closing the session: {}", why);
   active_context_->TryCancel();
 }
 
-void WorkerAgent::SessionLoop() {
+void WorkerDaemon::SessionLoop() {
   milliseconds backoff = kInitialBackoff;
   while (!stopping_.load()) {
     if (RunSession()) backoff = kInitialBackoff;
@@ -219,7 +220,7 @@ void WorkerAgent::SessionLoop() {
   }
 }
 
-bool WorkerAgent::RunSession() {
+bool WorkerDaemon::RunSession() {
   v1::RegisterWorkerRequest request;
   request.set_worker_name(options_.worker_name);
   v1::HostInfo* host = request.mutable_host();
@@ -247,7 +248,7 @@ bool WorkerAgent::RunSession() {
     if (!status.ok()) {
       // The first failure of a streak, then about once a minute at the capped backoff.
       if (register_failures_++ % 30 == 0) {
-        spdlog::warn("[agent] RegisterWorker at {} failed ({} time(s) in a row, retrying): {}",
+        spdlog::warn("RegisterWorker at {} failed ({} time(s) in a row, retrying): {}",
                      options_.coordinator, register_failures_, rpc::Describe(status));
       }
       return false;
@@ -287,7 +288,7 @@ bool WorkerAgent::RunSession() {
     state_.connected = true;
     ++state_.registrations;
   }
-  spdlog::info("[agent] registered as {} (epoch {}) with {} running task(s)", response.worker_id(),
+  spdlog::info("registered as {} (epoch {}) with {} running task(s)", response.worker_id(),
                response.epoch(), request.running_tasks_size());
   if (stopping_.load()) CancelSession("worker shutting down");
 
@@ -319,12 +320,12 @@ bool WorkerAgent::RunSession() {
   // Read() failed, so the call is over (or cancelled): Finish() returns its status at once.
   ended->context->TryCancel();
   const grpc::Status status = ended->stream->Finish();
-  spdlog::warn("[agent] session (epoch {}) ended: {}; trainers keep running", ended->epoch,
+  spdlog::warn("session (epoch {}) ended: {}; trainers keep running", ended->epoch,
                rpc::Describe(status));
   return true;
 }
 
-bool WorkerAgent::Send(v1::WorkerMessage& message) {
+bool WorkerDaemon::Send(v1::WorkerMessage& message) {
   std::lock_guard<std::mutex> lock(session_mu_);
   if (!session_) return false;
   message.set_worker_id(session_->worker_id);
@@ -333,7 +334,7 @@ bool WorkerAgent::Send(v1::WorkerMessage& message) {
   return session_->stream->Write(message);
 }
 
-void WorkerAgent::HandleCommand(const v1::CoordinatorMessage& message) {
+void WorkerDaemon::HandleCommand(const v1::CoordinatorMessage& message) {
   if (message.body_case() == v1::CoordinatorMessage::kLease) return;  // last_heard_ is enough.
   if (message.body_case() == v1::CoordinatorMessage::kLogRequest) {
     AnswerLog(message);
@@ -341,7 +342,7 @@ void WorkerAgent::HandleCommand(const v1::CoordinatorMessage& message) {
   }
   const bool assignment = message.body_case() == v1::CoordinatorMessage::kAssignment;
   if (!assignment && message.body_case() != v1::CoordinatorMessage::kCancellation) {
-    spdlog::warn("[agent] ignoring coordinator message {} with no known body", message.sequence());
+    spdlog::warn("ignoring coordinator message {} with no known body", message.sequence());
     return;
   }
   const std::string& job_id =
@@ -366,15 +367,15 @@ void WorkerAgent::HandleCommand(const v1::CoordinatorMessage& message) {
   } else {
     const v1::Cancellation& c = message.cancellation();
     const int stopped = supervisor_.Cancel(c.job_id(), c.attempt(), ToMillis(c.grace_period()));
-    spdlog::info("[agent] {}: stopping {} rank(s) ({}), grace {} ms", what, stopped, c.reason(),
+    spdlog::info("{}: stopping {} rank(s) ({}), grace {} ms", what, stopped, c.reason(),
                  ToMillis(c.grace_period()).count());
     result->set_accepted(true);
   }
-  if (!result->accepted()) spdlog::warn("[agent] {}", result->error());
+  if (!result->accepted()) spdlog::warn("{}", result->error());
   Send(reply);
 }
 
-void WorkerAgent::AnswerLog(const v1::CoordinatorMessage& message) {
+void WorkerDaemon::AnswerLog(const v1::CoordinatorMessage& message) {
   const v1::LogRequest& request = message.log_request();
   v1::WorkerMessage reply;
   const int64_t epoch = epoch_.load();
@@ -394,13 +395,12 @@ void WorkerAgent::AnswerLog(const v1::CoordinatorMessage& message) {
     *reply.mutable_log_chunk() = AnswerLogRequest(request, options_.supervisor.work_dir, running);
   }
   if (reply.log_chunk().error_code() != 0) {
-    spdlog::info("[agent] log request {} refused: {}", request.request_id(),
-                 reply.log_chunk().error());
+    spdlog::info("log request {} refused: {}", request.request_id(), reply.log_chunk().error());
   }
   Send(reply);
 }
 
-void WorkerAgent::SupervisionLoop() {
+void WorkerDaemon::SupervisionLoop() {
   while (!supervision_stop_.load()) {
     TrainerSupervisor::Events events = supervisor_.Poll();
     if (!events.metrics.empty() || !events.exits.empty()) {
@@ -422,7 +422,7 @@ void WorkerAgent::SupervisionLoop() {
   }
 }
 
-void WorkerAgent::FlushOutbox() {
+void WorkerDaemon::FlushOutbox() {
   std::lock_guard<std::mutex> lock(outbox_mu_);
   while (!outbox_->messages.empty()) {
     v1::WorkerMessage message = outbox_->messages.front();
@@ -431,7 +431,7 @@ void WorkerAgent::FlushOutbox() {
   }
 }
 
-void WorkerAgent::SendHeartbeatIfDue() {
+void WorkerDaemon::SendHeartbeatIfDue() {
   const auto now = SteadyClock::now();
   {
     std::lock_guard<std::mutex> lock(timing_mu_);
@@ -445,7 +445,7 @@ void WorkerAgent::SendHeartbeatIfDue() {
   Send(message);
 }
 
-void WorkerAgent::Watchdog() {
+void WorkerDaemon::Watchdog() {
   if (!state().connected) return;
   {
     std::lock_guard<std::mutex> lock(timing_mu_);
@@ -459,4 +459,4 @@ void WorkerAgent::Watchdog() {
   CancelSession("no message from the coordinator for two lease durations");
 }
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

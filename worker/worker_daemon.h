@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/daemon/host_facts.h"
-#include "worker/daemon/trainer_supervisor.h"
+#include "worker/host_resources.h"
+#include "worker/trainer_supervisor.h"
 
 namespace grpc {
 class Channel;
@@ -29,9 +29,9 @@ class CoordinatorMessage;
 class WorkerMessage;
 }  // namespace deepnet::v1
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 
-struct WorkerAgentOptions {
+struct WorkerDaemonOptions {
   // host:port of the coordinator.
   std::string coordinator;
   // PEM CA file; non-empty turns TLS on. tls_server_name overrides the name checked.
@@ -55,10 +55,10 @@ struct WorkerAgentOptions {
   std::chrono::milliseconds default_heartbeat_interval{1000};
 };
 
-[[nodiscard]] absl::Status Validate(const WorkerAgentOptions& options);
+[[nodiscard]] absl::Status Validate(const WorkerDaemonOptions& options);
 
-// Progress of the agent, for tests and logs.
-struct AgentState {
+// Progress of the daemon, for tests and logs.
+struct WorkerDaemonState {
   std::string worker_id;
   // Epoch of the current registration; 0 before the first.
   int64_t epoch = 0;
@@ -71,16 +71,16 @@ struct AgentState {
 // Thread-safety: safe for concurrent use. Start() runs two threads of its own: the session
 // thread (registration, reading commands) and the supervision thread (reaping, heartbeats,
 // sending exits and metrics); writes to the stream are serialised by a lock.
-class WorkerAgent {
+class WorkerDaemon {
  public:
   // Validates the options and makes the channel (does not connect). InvalidArgument naming the
   // option or flag.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<WorkerAgent>> Create(
-      const WorkerAgentOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<WorkerDaemon>> Create(
+      const WorkerDaemonOptions& options);
   // Shutdown(0) if still running.
-  ~WorkerAgent();
-  WorkerAgent(const WorkerAgent&) = delete;
-  WorkerAgent& operator=(const WorkerAgent&) = delete;
+  ~WorkerDaemon();
+  WorkerDaemon(const WorkerDaemon&) = delete;
+  WorkerDaemon& operator=(const WorkerDaemon&) = delete;
 
   // Starts the threads; returns at once. Call once.
   void Start();
@@ -89,14 +89,14 @@ class WorkerAgent {
   // joins the threads. Blocks. Idempotent.
   void Shutdown(std::chrono::milliseconds grace);
 
-  AgentState state() const;
+  WorkerDaemonState state() const;
   std::vector<TaskSnapshot> Tasks() const;
 
  private:
   struct Session;
   struct Outbox;
 
-  WorkerAgent(const WorkerAgentOptions& options, std::shared_ptr<grpc::Channel> channel);
+  WorkerDaemon(const WorkerDaemonOptions& options, std::shared_ptr<grpc::Channel> channel);
   void SessionLoop();
   void SupervisionLoop();
   // One registration + session; returns when the stream ends. False when registering failed.
@@ -111,7 +111,7 @@ class WorkerAgent {
   void SendHeartbeatIfDue();
   void WaitFor(std::chrono::milliseconds delay);
 
-  const WorkerAgentOptions options_;
+  const WorkerDaemonOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   struct Rpc;
   std::unique_ptr<Rpc> rpc_;  // The WorkerService stub (safe for concurrent use).
@@ -128,7 +128,7 @@ class WorkerAgent {
   std::atomic<int64_t> epoch_{0};     // Of the current registration; commands are checked on it.
 
   mutable std::mutex state_mu_;
-  AgentState state_;  // Guarded by state_mu_.
+  WorkerDaemonState state_;  // Guarded by state_mu_.
 
   std::mutex timing_mu_;  // Guards the four below.
   std::chrono::milliseconds heartbeat_interval_{1000};
@@ -152,4 +152,4 @@ class WorkerAgent {
   std::thread supervision_thread_;
 };
 
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

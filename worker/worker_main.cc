@@ -1,6 +1,6 @@
 // deepnet-worker: the worker daemon. Parses flags (each with an environment fallback for
-// Kubernetes and Slurm), builds the agent and runs it until SIGTERM/SIGINT; the work is done
-// by worker/daemon/worker_agent.cc.
+// Kubernetes and Slurm), builds the daemon and runs it until SIGTERM/SIGINT; the work is done
+// by worker/worker_daemon.cc.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "proto/rpc/rpc_util.h"
-#include "worker/daemon/health_server.h"
-#include "worker/daemon/host_facts.h"
-#include "worker/daemon/worker_agent.h"
+#include "rpc/rpc_util.h"
+#include "worker/health_server.h"
+#include "worker/host_resources.h"
+#include "worker/worker_daemon.h"
 
 extern char** environ;
 
@@ -50,6 +50,8 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every line of this process carries its name (docs/ARCHITECTURE.md, "Processes and rooms").
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [worker] [%l] %v");
   using namespace deepnet;
   CLI::App app{"deepnet-worker: runs DeepNet trainer processes for the coordinator"};
   app.set_version_flag("--version", DEEPNET_VERSION);
@@ -106,7 +108,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  agent::WorkerAgentOptions options;
+  worker::WorkerDaemonOptions options;
   options.coordinator = coordinator;
   options.worker_name = name.empty() ? Hostname() : name;
   options.ca_cert_file = ca_cert;
@@ -115,7 +117,7 @@ int main(int argc, char** argv) {
   if (!resolved.ok()) return Fail(std::string(resolved.status().message()));
   options.token = *resolved;
 
-  agent::SupervisorOptions& sup = options.supervisor;
+  worker::SupervisorOptions& sup = options.supervisor;
   sup.trainer = trainer.empty() ? DefaultTrainer() : trainer;
   if (access(sup.trainer.c_str(), X_OK) != 0) {
     return Fail("--trainer " + sup.trainer + ": not an executable file");
@@ -128,10 +130,10 @@ int main(int argc, char** argv) {
   if (ec) return Fail("--work-dir " + sup.work_dir + ": " + ec.message());
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   std::vector<std::string> gpus =
-      agent::DetectGpus("/proc/driver/nvidia/gpus",
-                        visible != nullptr ? std::optional<std::string>(visible) : std::nullopt);
-  absl::StatusOr<std::vector<agent::SlotInfo>> planned =
-      agent::PlanSlots(slots, static_cast<int>(gpus.size()));
+      worker::DetectGpus("/proc/driver/nvidia/gpus",
+                         visible != nullptr ? std::optional<std::string>(visible) : std::nullopt);
+  absl::StatusOr<std::vector<worker::SlotInfo>> planned =
+      worker::PlanSlots(slots, static_cast<int>(gpus.size()));
   if (!planned.ok()) return Fail(std::string(planned.status().message()));
   sup.slots = *planned;
   for (char** e = environ; *e != nullptr; ++e) sup.base_env.emplace_back(*e);
@@ -140,14 +142,15 @@ int main(int argc, char** argv) {
   sup.tls_server_name = tls_server_name;
   sup.advertise_address = advertise_address;
   options.host =
-      agent::DetectHostFacts(advertise_address, gpus, DEEPNET_VERSION, DEEPNET_TORCH_VERSION);
+      worker::DetectHostFacts(advertise_address, gpus, DEEPNET_VERSION, DEEPNET_TORCH_VERSION);
 
   int port = 0;
-  absl::StatusOr<std::unique_ptr<grpc::Server>> health = agent::StartHealthServer(listen, &port);
+  absl::StatusOr<std::unique_ptr<grpc::Server>> health = worker::StartHealthServer(listen, &port);
   if (!health.ok()) return Fail(std::string(health.status().message()));
-  absl::StatusOr<std::unique_ptr<agent::WorkerAgent>> worker = agent::WorkerAgent::Create(options);
+  absl::StatusOr<std::unique_ptr<worker::WorkerDaemon>> worker =
+      worker::WorkerDaemon::Create(options);
   if (!worker.ok()) return Fail(std::string(worker.status().message()));
-  spdlog::info("[agent] deepnet-worker {} '{}': {} {} slot(s), coordinator {}, health on port {}",
+  spdlog::info("deepnet-worker {} '{}': {} {} slot(s), coordinator {}, health on port {}",
                DEEPNET_VERSION, options.worker_name, sup.slots.size(),
                sup.slots.front().cuda ? "cuda" : "cpu", coordinator, port);
   (*worker)->Start();
@@ -155,7 +158,7 @@ int main(int argc, char** argv) {
   int received = 0;
   while (sigwait(&signals, &received) != 0) {
   }
-  spdlog::info("[agent] signal {}: stopping trainers", received);
+  spdlog::info("signal {}: stopping trainers", received);
   (*worker)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000)));
   (*health)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;

@@ -1,4 +1,4 @@
-#include "worker/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -466,4 +466,4 @@ TEST_F(CheckpointStoreTest, OpenRejectsPathThatIsAFile) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

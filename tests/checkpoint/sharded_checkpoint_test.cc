@@ -19,10 +19,10 @@
 #include <utility>
 #include <vector>
 
-#include "worker/checkpoint.h"
-#include "worker/checkpoint_reader.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_reader.h"
 
-namespace deepnet::worker {
+namespace deepnet::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -531,4 +531,4 @@ TEST_F(ShardedCheckpointTest, VersionOneCheckpointIsReadAndVerifiedPerFile) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::checkpoint

@@ -1,4 +1,4 @@
-#include "worker/commands.h"
+#include "cli/commands.h"
 
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/worker/test_util.h"
+#include "tests/temp_dir.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 namespace {
 
 using testing::TempDir;
@@ -147,4 +147,4 @@ TEST(CommandsTest, TranslateNamesAMissingCheckpoint) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -1,4 +1,4 @@
-#include "worker/data_command.h"
+#include "cli/data_command.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,11 +8,11 @@
 #include <sstream>
 #include <string>
 
+#include "cli/commands.h"
 #include "tests/data/mo_test_writer.h"
-#include "tests/worker/test_util.h"
-#include "worker/commands.h"
+#include "tests/temp_dir.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 namespace {
 
 using ::testing::HasSubstr;
@@ -80,4 +80,4 @@ TEST(DataCommandTest, FetchReportsScriptFailureAndMissingScript) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -1,4 +1,4 @@
-#include "worker/parent_watch.h"
+#include "cli/parent_watch.h"
 
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 namespace {
 
 // test (subreaper) -> middle -> watched. When `middle` dies, `watched` is re-parented to the
@@ -58,4 +58,4 @@ TEST(ParentWatchTest, ExitsOnceTheParentIsGoneAndNotBefore) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

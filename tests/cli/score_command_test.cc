@@ -1,4 +1,4 @@
-#include "worker/score_command.h"
+#include "cli/score_command.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,10 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/worker/test_util.h"
-#include "worker/commands.h"
+#include "cli/commands.h"
+#include "tests/temp_dir.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 namespace {
 
 using ::testing::HasSubstr;
@@ -112,4 +112,4 @@ TEST(ScoreCommandTest, RejectsUnknownFormatAndEmptyInput) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

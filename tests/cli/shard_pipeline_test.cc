@@ -8,13 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.h"
+#include "cli/eval_command.h"
+#include "cli/prepare_command.h"
 #include "data/synthetic_task.h"
-#include "tests/worker/test_util.h"
-#include "worker/commands.h"
-#include "worker/eval_command.h"
-#include "worker/prepare_command.h"
+#include "tests/temp_dir.h"
 
-namespace deepnet::worker {
+namespace deepnet::cli {
 namespace {
 
 using testing::TempDir;
@@ -101,4 +101,4 @@ TEST(ShardPipelineTest, EvalNeedsExactlyOneSource) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::cli

@@ -1,6 +1,6 @@
 // LoopbackCommunicator, backend-name parsing, launch-environment detection and the rendezvous
 // options of the communicator factory. Multi-process backends: tests/integration/comm_*.
-#include "worker/communicator.h"
+#include "comm/communicator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,12 +9,12 @@
 #include <map>
 #include <string>
 
-#include "tests/worker/test_util.h"
-#include "worker/communicator_factory.h"
-#include "worker/launch_env.h"
-#include "worker/loopback_communicator.h"
+#include "comm/communicator_factory.h"
+#include "comm/launch_env.h"
+#include "comm/loopback_communicator.h"
+#include "tests/temp_dir.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 namespace {
 
 using ::testing::HasSubstr;
@@ -375,4 +375,4 @@ TEST(CommunicatorFactoryTest, JobIdNamesAFileStoreInTheRendezvousDir) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -1,4 +1,4 @@
-#include "worker/grpc_store.h"
+#include "comm/grpc_store.h"
 
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
@@ -18,18 +18,18 @@
 #include <thread>
 #include <vector>
 
+#include "comm/communicator_factory.h"
 #include "coordinator/rendezvous_service.h"
 #include "coordinator/rendezvous_store.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/sentencepiece_training.h"
 #include "deepnet/v1/rendezvous.pb.h"
 #include "tests/loopback.h"
-#include "worker/communicator_factory.h"
 #ifdef DEEPNET_HAVE_GLOO
-#include "worker/gloo_communicator.h"
+#include "comm/gloo_communicator.h"
 #endif
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 namespace {
 
 using std::chrono::milliseconds;
@@ -328,4 +328,4 @@ TEST_F(GrpcStoreTest, WorldCommunicatorBootstrapsThroughAGrpcRendezvous) {
 #endif
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "coordinator/rendezvous_service.h"
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
 #include "tests/coordinator/test_util.h"
 
 namespace deepnet::coordinator {

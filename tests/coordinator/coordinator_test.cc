@@ -35,7 +35,8 @@ TEST_F(CoordinatorTest, GangRunsToSuccessAndFreesItsSlots) {
   EXPECT_EQ(a.sink->assignments[0].world_size, 4);
   EXPECT_EQ(a.sink->assignments[0].attempt, 1);
   EXPECT_EQ(a.sink->assignments[0].rendezvous_address, "127.0.0.1:1");
-  EXPECT_EQ(a.sink->assignments[0].ranks[0].stage, a.sink->assignments[0].ranks[1].stage);
+  // stage = rank / data_parallel (2 here).
+  EXPECT_EQ(a.sink->assignments[0].ranks[0].rank / 2, a.sink->assignments[0].ranks[1].rank / 2);
   EXPECT_EQ(coordinator_->GetJob(id)->placement.size(), 4u);
   Running(a);
   EXPECT_EQ(State(id), JobState::kStarting);

@@ -9,7 +9,7 @@
 #include "coordinator/auth.h"
 #include "coordinator/in_memory_job_store.h"
 #include "coordinator/job_service_impl.h"
-#include "proto/rpc/rpc_util.h"
+#include "rpc/rpc_util.h"
 #include "tests/coordinator/log_serving_sink.h"
 #include "tests/coordinator/test_util.h"
 

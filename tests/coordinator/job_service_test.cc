@@ -56,6 +56,13 @@ class JobServiceTest : public CoordinatorTest {
     if (server_) server_->Shutdown();
   }
 
+  grpc::Status SubmitJob(const v1::SubmitJobRequest& request, v1::SubmitJobResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    context.AddMetadata("authorization", std::string("Bearer ") + kAlice);
+    return stub_->SubmitJob(&context, request, response);
+  }
+
   grpc::Status ListWorkers(const std::string& token, v1::ListWorkersResponse* response) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -114,6 +121,41 @@ TEST_F(JobServiceTest, ListWorkersNeedsAUserToken) {
   const grpc::Status worker = ListWorkers(kNode, &response);
   EXPECT_EQ(worker.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(worker.error_message(), ::testing::HasSubstr("worker token"));
+}
+
+// JobSpec's fields other than config_yaml are output only: what a client puts there is ignored,
+// and every returned Job carries the values parsed from the YAML.
+TEST_F(JobServiceTest, SubmitIgnoresOutputOnlySpecFieldsAndFillsThemFromTheYaml) {
+  for (bool validate_only : {true, false}) {
+    SCOPED_TRACE(validate_only ? "validate_only" : "submit");
+    v1::SubmitJobRequest request;
+    request.set_validate_only(validate_only);
+    v1::JobSpec* spec = request.mutable_spec();
+    spec->set_config_yaml(JobYaml(2, 1, "{priority: 3, labels: {team: nlp}}"));
+    spec->set_name("not-the-yaml-name");
+    spec->set_pipeline_stages(7);
+    spec->set_data_parallel(5);
+    spec->set_device(v1::DEVICE_KIND_CUDA);
+    spec->set_priority(9);
+    spec->set_max_steps(123456);
+    spec->set_checkpoint_dir("/elsewhere");
+    (*spec->mutable_labels())["team"] = "mt";
+    v1::SubmitJobResponse response;
+    grpc::Status status = SubmitJob(request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    const v1::JobSpec& got = response.job().spec();
+    EXPECT_EQ(got.name(), "test-job");
+    EXPECT_EQ(got.pipeline_stages(), 2);
+    EXPECT_EQ(got.data_parallel(), 1);
+    EXPECT_EQ(got.device(), v1::DEVICE_KIND_CPU);
+    EXPECT_EQ(got.priority(), 3);
+    EXPECT_EQ(got.max_steps(), 10);
+    EXPECT_EQ(got.checkpoint_dir(), "");
+    EXPECT_EQ(got.labels().at("team"), "nlp");
+  }
+  auto listed = coordinator_->ListJobs(ListRequestData());
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->first.size(), 1u);  // validate_only stored nothing.
 }
 
 }  // namespace

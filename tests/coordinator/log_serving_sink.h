@@ -89,7 +89,7 @@ class LogServingSink : public WorkerCommandSink {
   }
 
  private:
-  // What a worker answers (worker/daemon/trainer_log_reader.h semantics, 64 KiB parts).
+  // What a worker answers (worker/trainer_log_reader.h semantics, 64 KiB parts).
   LogChunkReport Answer(const LogRequestCommand& r) {
     LogChunkReport chunk;
     chunk.request_id = r.request_id;

@@ -1,4 +1,4 @@
-#include "coordinator/ctl/ctl_app.h"
+#include "ctl/ctl_app.h"
 
 #include <gmock/gmock.h>
 #include <google/protobuf/util/json_util.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <vector>
 
-#include "tests/coordinator/ctl/fake_job_service.h"
+#include "tests/ctl/fake_job_service.h"
 
 namespace deepnet::ctl {
 namespace {

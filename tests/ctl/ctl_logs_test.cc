@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/ctl/ctl_app.h"
-#include "tests/coordinator/ctl/fake_job_service.h"
+#include "ctl/ctl_app.h"
+#include "tests/ctl/fake_job_service.h"
 
 namespace deepnet::ctl {
 namespace {

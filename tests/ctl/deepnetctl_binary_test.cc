@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/coordinator/ctl/fake_job_service.h"
+#include "tests/ctl/fake_job_service.h"
 #include "tests/loopback.h"
 
 namespace deepnet::ctl {

@@ -1,4 +1,4 @@
-#include "coordinator/ctl/output.h"
+#include "ctl/output.h"
 
 #include <gmock/gmock.h>
 #include <google/protobuf/util/json_util.h>
@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "absl/time/time.h"
-#include "coordinator/ctl/exit_codes.h"
-#include "coordinator/ctl/format.h"
-#include "coordinator/ctl/progress.h"
-#include "coordinator/ctl/worker_table.h"
-#include "tests/coordinator/ctl/fake_job_service.h"
+#include "ctl/exit_codes.h"
+#include "ctl/format.h"
+#include "ctl/progress.h"
+#include "ctl/worker_table.h"
+#include "tests/ctl/fake_job_service.h"
 
 namespace deepnet::ctl {
 namespace {

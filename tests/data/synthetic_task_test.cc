@@ -144,42 +144,5 @@ TEST(SyntheticTaskTest, GenerateClampsInsteadOfFailing) {
   }
 }
 
-TEST(ValidateSyntheticTaskTest, AcceptsDefaultsAndKnownLanguages) {
-  EXPECT_TRUE(ValidateSyntheticTask(SyntheticTaskOptions{}).ok());
-  EXPECT_TRUE(ValidateSyntheticTask(Options({"rev", "cap", "gr", "pig", "cp"}, 1, 0)).ok());
-}
-
-TEST(ValidateSyntheticTaskTest, NamesUnknownLanguage) {
-  const absl::Status status = ValidateSyntheticTask(Options({"rev", "xx"}, 10, 1));
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "languages: unknown language 'xx' (allowed: rev, cap, gr, pig, cp)");
-}
-
-TEST(ValidateSyntheticTaskTest, RejectsDuplicateLanguage) {
-  const absl::Status status = ValidateSyntheticTask(Options({"rev", "cp", "rev"}, 10, 1));
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("languages: 'rev'"));
-}
-
-TEST(ValidateSyntheticTaskTest, NamesPairsPerLanguage) {
-  const absl::Status status = ValidateSyntheticTask(Options({}, 0, 1));
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "pairs_per_language: must be > 0 (got 0)");
-}
-
-TEST(ValidateSyntheticTaskTest, NamesWordBounds) {
-  SyntheticTaskOptions zero = Options({}, 1, 1);
-  zero.min_words = 0;
-  EXPECT_EQ(ValidateSyntheticTask(zero).message(), "min_words: must be >= 1 (got 0)");
-
-  SyntheticTaskOptions inverted = Options({}, 1, 1);
-  inverted.min_words = 5;
-  inverted.max_words = 4;
-  const absl::Status status = ValidateSyntheticTask(inverted);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("min_words/max_words:"));
-  EXPECT_THAT(status.message(), HasSubstr("5 > 4"));
-}
-
 }  // namespace
 }  // namespace deepnet::data

@@ -11,7 +11,7 @@ set -euo pipefail
 build_dir=$(cd "$1" && pwd) work=$2
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 wait_script="$repo/scripts/wait_for_workers.sh"
-export CTL="$build_dir/coordinator/ctl/deepnetctl"
+export CTL="$build_dir/bin/deepnetctl"
 rm -rf "$work"; mkdir -p "$work"
 pids=()
 cleanup() {
@@ -25,7 +25,7 @@ user_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 worker_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s tester user\n%s workers worker\n' "$user_token" "$worker_token" > "$work/tokens"
 printf '%s\n' "$worker_token" > "$work/worker.token"
-"$build_dir/coordinator/deepnet-coordinator" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+"$build_dir/bin/deepnet-coordinator" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
   --db "$work/coordinator.db" --tokens-file "$work/tokens" --port-file "$work/ports" \
   > "$work/coordinator.log" 2>&1 &
 pids+=($!)
@@ -36,8 +36,8 @@ export DEEPNET_COORDINATOR="127.0.0.1:$port" DEEPNET_TOKEN="$user_token"
 start_worker() {  # name delay_s
   (
     sleep "$2"
-    exec "$build_dir/worker/daemon/deepnet-worker" --coordinator "127.0.0.1:$port" --name "$1" \
-      --slots 2 --work-dir "$work/$1" --trainer "$build_dir/worker/deepnet" \
+    exec "$build_dir/bin/deepnet-worker" --coordinator "127.0.0.1:$port" --name "$1" \
+      --slots 2 --work-dir "$work/$1" --trainer "$build_dir/bin/deepnet" \
       --token-file "$work/worker.token" --listen 127.0.0.1:0
   ) > "$work/$1.log" 2>&1 &
   pids+=($!)
@@ -50,7 +50,7 @@ bash "$wait_script" 2 4 2 > "$work/case1.out" 2>&1 || status=$?
 grep -q "need 2 ready workers with 4 free slots" "$work/case1.out" || fail "case 1: $(cat "$work/case1.out")"
 
 # 2. A worker daemon that exits at once (a flag it does not know).
-"$build_dir/worker/daemon/deepnet-worker" --no-such-flag 2> /dev/null &
+"$build_dir/bin/deepnet-worker" --no-such-flag 2> /dev/null &
 dead=$!
 status=0
 bash "$wait_script" 1 2 600 "$dead" > "$work/case2.out" 2>&1 || status=$?

@@ -21,11 +21,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "worker/communicator.h"
-#include "worker/communicator_factory.h"
-#include "worker/launch_env.h"
+#include "comm/communicator.h"
+#include "comm/communicator_factory.h"
+#include "comm/launch_env.h"
 
-namespace deepnet::worker {
+namespace deepnet::comm {
 namespace {
 
 struct Flags {
@@ -255,10 +255,10 @@ int Run(const Flags& flags) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::comm
 
 int main(int argc, char** argv) {
-  deepnet::worker::Flags flags;
+  deepnet::comm::Flags flags;
   CLI::App app{"Multi-process check of a DeepNet communicator backend"};
   app.add_option("--backend", flags.backend, "mpi or gloo")
       ->check(CLI::IsMember({"mpi", "gloo", "nccl"}));
@@ -274,5 +274,5 @@ int main(int argc, char** argv) {
   app.add_option("--marker", flags.marker, "ignored; marks the command line");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
-  return deepnet::worker::Run(flags);
+  return deepnet::comm::Run(flags);
 }

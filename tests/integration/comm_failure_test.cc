@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "tests/worker/test_util.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
-using deepnet::worker::testing::TempDir;
+using deepnet::testing::TempDir;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 

@@ -16,15 +16,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint.h"
 #include "tests/integration/child_process.h"
-#include "tests/worker/test_util.h"
-#include "worker/checkpoint.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
 using deepnet::testing::Child;
 using deepnet::testing::Slurp;
-using deepnet::worker::testing::TempDir;
+using deepnet::testing::TempDir;
 
 // 3+3 layers so that 4 stages split inside both stacks; dropout off so that every layout
 // computes the same function (dropout masks are per rank).
@@ -88,9 +88,9 @@ TrainRun Launch(const TempDir& dir, const std::string& name, const std::string& 
 }
 
 std::map<std::string, torch::Tensor> LatestTensors(const std::string& dir) {
-  deepnet::worker::CheckpointStoreOptions options;
+  deepnet::checkpoint::CheckpointStoreOptions options;
   options.dir = dir;
-  auto store = deepnet::worker::CheckpointStore::Open(options);
+  auto store = deepnet::checkpoint::CheckpointStore::Open(options);
   EXPECT_TRUE(store.ok()) << store.status();
   std::map<std::string, torch::Tensor> out;
   if (!store.ok()) return out;

@@ -22,9 +22,9 @@
 
 #include "deepnet/v1/job_service.grpc.pb.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
-#include "proto/rpc/rpc_util.h"
-#include "tests/loopback.h"
+#include "rpc/rpc_util.h"
 #include "tests/integration/child_process.h"
+#include "tests/loopback.h"
 
 namespace deepnet::testing {
 

@@ -13,11 +13,11 @@
 #include <thread>
 
 #include "tests/integration/child_process.h"
-#include "tests/worker/test_util.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
-using deepnet::worker::testing::TempDir;
+using deepnet::testing::TempDir;
 
 using deepnet::testing::Child;
 using deepnet::testing::Slurp;

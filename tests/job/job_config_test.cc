@@ -1,4 +1,4 @@
-#include "worker/job_config.h"
+#include "job/job_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,10 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "worker/stage_partition.h"
-#include "worker/yaml_reader.h"
+#include "job/yaml_reader.h"
 
-namespace deepnet::worker {
+namespace deepnet::job {
 namespace {
 
 using ::testing::AllOf;
@@ -674,44 +673,6 @@ TEST(JobConfigTest, WorldSizeFitsThirtyTwoBits) {
             2147483646);
 }
 
-// The config accepts exactly the stage counts PartitionStages can split the model into, for
-// the cost model the trainer uses and for lopsided measured costs.
-TEST(JobConfigTest, AcceptedPipelineStagesAreExactlyThePartitionableOnes) {
-  LayerCostModel lopsided;
-  lopsided.encoder_layer = 0.0;
-  lopsided.decoder_layer = 5.0;
-  lopsided.source_embedding = 100.0;
-  lopsided.output_layer = 1e6;
-  for (const auto& [encoder, decoder] : std::vector<std::pair<int64_t, int64_t>>{
-           {1, 0}, {0, 1}, {1, 1}, {3, 0}, {0, 4}, {2, 3}, {6, 6}, {12, 1}}) {
-    for (int64_t stages = -1; stages <= encoder + decoder + 2; ++stages) {
-      SCOPED_TRACE(::testing::Message() << encoder << "+" << decoder << " layers, " << stages
-                                        << " stages");
-      absl::StatusOr<JobConfig> config = ParseJobConfig(
-          "model: {encoder_layers: " + std::to_string(encoder) + ", decoder_layers: " +
-          std::to_string(decoder) + ", d_model: 64, heads: 4, ffn_dim: 128, vocab_size: 300}\n" +
-          "parallel: {pipeline_stages: " + std::to_string(stages) + "}\n");
-      for (const LayerCostModel& costs :
-           {EstimateLayerCosts(config.ok() ? config->model : model::DeepNetConfig(), 32, 32),
-            lopsided}) {
-        model::DeepNetConfig shape =
-            model::DeepNetConfig().encoder_layers(encoder).decoder_layers(decoder);
-        absl::StatusOr<StagePlan> plan =
-            PartitionStages(shape, static_cast<int>(stages), costs);
-        EXPECT_EQ(config.ok(), plan.ok()) << "config: " << config.status()
-                                          << "\npartition: " << plan.status();
-        if (plan.ok()) {
-          EXPECT_EQ(plan->slices.size(), static_cast<size_t>(stages));
-        }
-        if (!config.ok()) {
-          EXPECT_THAT(std::string(config.status().message()),
-                      HasSubstr("parallel.pipeline_stages: must be"));
-        }
-      }
-    }
-  }
-}
-
 TEST(JobConfigTest, ExtraCheckAddsItsProblemsToTheSchemasOnes) {
   int calls = 0;
   const JobConfigCheck check = [&calls](const JobConfig& c, ConfigProblems* problems) {
@@ -732,4 +693,55 @@ TEST(JobConfigTest, ExtraCheckAddsItsProblemsToTheSchemasOnes) {
   EXPECT_EQ(calls, 1);
 }
 
-}  // namespace deepnet::worker
+namespace {
+
+// data.synthetic with the given languages, pairs and seed.
+SyntheticDataConfig SyntheticOptions(std::vector<std::string> languages, int64_t pairs,
+                                     uint64_t seed) {
+  SyntheticDataConfig options;
+  options.languages = std::move(languages);
+  options.pairs_per_language = pairs;
+  options.seed = seed;
+  return options;
+}
+
+TEST(SyntheticDataConfigTest, AcceptsDefaultsAndKnownLanguages) {
+  EXPECT_TRUE(ValidateSyntheticData(SyntheticDataConfig{}).ok());
+  EXPECT_TRUE(
+      ValidateSyntheticData(SyntheticOptions({"rev", "cap", "gr", "pig", "cp"}, 1, 0)).ok());
+}
+
+TEST(SyntheticDataConfigTest, NamesUnknownLanguage) {
+  const absl::Status status = ValidateSyntheticData(SyntheticOptions({"rev", "xx"}, 10, 1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "languages: unknown language 'xx' (allowed: rev, cap, gr, pig, cp)");
+}
+
+TEST(SyntheticDataConfigTest, RejectsDuplicateLanguage) {
+  const absl::Status status = ValidateSyntheticData(SyntheticOptions({"rev", "cp", "rev"}, 10, 1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("languages: 'rev'"));
+}
+
+TEST(SyntheticDataConfigTest, NamesPairsPerLanguage) {
+  const absl::Status status = ValidateSyntheticData(SyntheticOptions({}, 0, 1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "pairs_per_language: must be > 0 (got 0)");
+}
+
+TEST(SyntheticDataConfigTest, NamesWordBounds) {
+  SyntheticDataConfig zero = SyntheticOptions({}, 1, 1);
+  zero.min_words = 0;
+  EXPECT_EQ(ValidateSyntheticData(zero).message(), "min_words: must be >= 1 (got 0)");
+
+  SyntheticDataConfig inverted = SyntheticOptions({}, 1, 1);
+  inverted.min_words = 5;
+  inverted.max_words = 4;
+  const absl::Status status = ValidateSyntheticData(inverted);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("min_words/max_words:"));
+  EXPECT_THAT(status.message(), HasSubstr("5 > 4"));
+}
+
+}  // namespace
+}  // namespace deepnet::job

@@ -1,9 +1,9 @@
-#include "worker/adamw.h"
+#include "pipeline/adamw.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 namespace {
 
 struct Net : torch::nn::Module {
@@ -129,4 +129,4 @@ TEST(ScheduleTest, InverseSqrtWithLinearWarmup) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

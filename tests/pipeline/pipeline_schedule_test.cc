@@ -1,4 +1,4 @@
-#include "worker/pipeline_schedule.h"
+#include "pipeline/pipeline_schedule.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-namespace deepnet::worker {
+namespace deepnet::pipeline {
 namespace {
 
 using ::testing::AllOf;
@@ -293,4 +293,4 @@ TEST(PipelineScheduleTest, SimulateRejectsBadCostsAndBrokenSchedules) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

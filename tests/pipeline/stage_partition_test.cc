@@ -1,4 +1,7 @@
-#include "worker/stage_partition.h"
+#include "pipeline/stage_partition.h"
+
+#include <string>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +11,10 @@
 #include <random>
 #include <vector>
 
-namespace deepnet::worker {
+#include "job/job_config.h"
+#include "pipeline/layer_cost_probe.h"
+
+namespace deepnet::pipeline {
 namespace {
 
 using ::testing::HasSubstr;
@@ -235,5 +241,43 @@ TEST(StagePartitionTest, PartitionsThousandLayerModelOverManyStages) {
   ExpectValidPlan(*wide, Shape(1000, 1000), costs, 128);
 }
 
+// The config accepts exactly the stage counts PartitionStages can split the model into, for
+// the cost model the trainer uses and for lopsided measured costs.
+TEST(StagePartitionTest, JobConfigAcceptsExactlyThePartitionableStageCounts) {
+  LayerCostModel lopsided;
+  lopsided.encoder_layer = 0.0;
+  lopsided.decoder_layer = 5.0;
+  lopsided.source_embedding = 100.0;
+  lopsided.output_layer = 1e6;
+  for (const auto& [encoder, decoder] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 0}, {0, 1}, {1, 1}, {3, 0}, {0, 4}, {2, 3}, {6, 6}, {12, 1}}) {
+    for (int64_t stages = -1; stages <= encoder + decoder + 2; ++stages) {
+      SCOPED_TRACE(::testing::Message()
+                   << encoder << "+" << decoder << " layers, " << stages << " stages");
+      absl::StatusOr<job::JobConfig> config =
+          job::ParseJobConfig("model: {encoder_layers: " + std::to_string(encoder) +
+                              ", decoder_layers: " + std::to_string(decoder) +
+                              ", d_model: 64, heads: 4, ffn_dim: 128, vocab_size: 300}\n" +
+                              "parallel: {pipeline_stages: " + std::to_string(stages) + "}\n");
+      for (const LayerCostModel& costs :
+           {EstimateLayerCosts(config.ok() ? config->model : model::DeepNetConfig(), 32, 32),
+            lopsided}) {
+        model::DeepNetConfig shape =
+            model::DeepNetConfig().encoder_layers(encoder).decoder_layers(decoder);
+        absl::StatusOr<StagePlan> plan = PartitionStages(shape, static_cast<int>(stages), costs);
+        EXPECT_EQ(config.ok(), plan.ok())
+            << "config: " << config.status() << "\npartition: " << plan.status();
+        if (plan.ok()) {
+          EXPECT_EQ(plan->slices.size(), static_cast<size_t>(stages));
+        }
+        if (!config.ok()) {
+          EXPECT_THAT(std::string(config.status().message()),
+                      HasSubstr("parallel.pipeline_stages: must be"));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::pipeline

@@ -1,9 +1,9 @@
-#include "worker/batch_prefetcher.h"
+#include "train/batch_prefetcher.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-namespace deepnet::worker {
+namespace deepnet::train {
 namespace {
 
 std::vector<data::TokenizedExample> Examples(int n) {
@@ -55,4 +55,4 @@ TEST(BatchPrefetcherTest, DestructionWithAFullQueueDoesNotHang) {
 }
 
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

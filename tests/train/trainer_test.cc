@@ -1,4 +1,4 @@
-#include "worker/trainer.h"
+#include "train/trainer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -7,15 +7,17 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/worker/test_util.h"
+#include "data/synthetic_task.h"
+#include "job/job_config.h"
+#include "tests/temp_dir.h"
 
-namespace deepnet::worker {
+namespace deepnet::train {
 namespace {
 
 using testing::TempDir;
 
-JobConfig SmallJob(const std::string& checkpoint_dir) {
-  JobConfig c;
+job::JobConfig SmallJob(const std::string& checkpoint_dir) {
+  job::JobConfig c;
   c.model = model::DeepNetConfig()
                 .encoder_layers(2)
                 .decoder_layers(2)
@@ -46,7 +48,7 @@ JobConfig SmallJob(const std::string& checkpoint_dir) {
   return c;
 }
 
-TrainSummary Train(const JobConfig& config, std::ostream* out = nullptr) {
+TrainSummary Train(const job::JobConfig& config, std::ostream* out = nullptr) {
   TrainerIo io;
   io.out = out;
   auto trainer = Trainer::Create(config, io);
@@ -58,9 +60,9 @@ TrainSummary Train(const JobConfig& config, std::ostream* out = nullptr) {
 }
 
 std::map<std::string, torch::Tensor> FinalParameters(const std::string& dir) {
-  CheckpointStoreOptions options;
+  checkpoint::CheckpointStoreOptions options;
   options.dir = dir;
-  auto store = CheckpointStore::Open(options);
+  auto store = checkpoint::CheckpointStore::Open(options);
   EXPECT_TRUE(store.ok());
   auto ckpt = (*store)->LoadLatest();
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
@@ -78,7 +80,7 @@ TEST(TrainerTest, ResumeReproducesTheUninterruptedRunBitForBit) {
   const TrainSummary full = Train(SmallJob(a.path()));
   ASSERT_EQ(full.losses.size(), 12u);
   // Interrupted after 6 steps, then resumed to 12 by a fresh trainer (fresh RNG state).
-  JobConfig first = SmallJob(b.path());
+  job::JobConfig first = SmallJob(b.path());
   first.train.max_steps = 6;
   Train(first);
   torch::manual_seed(12345);  // Disturb the global generator: the checkpoint must restore it.
@@ -120,7 +122,7 @@ TEST(TrainerTest, CorruptLatestCheckpointFallsBackToThePreviousOne) {
 
 TEST(TrainerTest, TruncatedCheckpointIsRejected) {
   TempDir dir;
-  JobConfig c = SmallJob(dir.path());
+  job::JobConfig c = SmallJob(dir.path());
   Train(c);
   std::filesystem::resize_file(dir / "step_000000012/optimizer-s000.bin", 64);
   auto trainer = Trainer::Create(c, TrainerIo{});
@@ -130,7 +132,7 @@ TEST(TrainerTest, TruncatedCheckpointIsRejected) {
 
 TEST(TrainerTest, RefusesToResumeACheckpointOfAnotherShape) {
   TempDir dir;
-  JobConfig c = SmallJob(dir.path());
+  job::JobConfig c = SmallJob(dir.path());
   c.train.max_steps = 6;
   Train(c);
   c.model.d_model(64);
@@ -142,7 +144,7 @@ TEST(TrainerTest, RefusesToResumeACheckpointOfAnotherShape) {
 
 TEST(TrainerTest, LossFallsAndProgressCarriesEveryField) {
   TempDir dir;
-  JobConfig c = SmallJob("");
+  job::JobConfig c = SmallJob("");
   c.train.max_steps = 40;
   c.train.log_every = 5;
   c.train.probe_every = 10;
@@ -184,7 +186,7 @@ TEST(TrainerTest, LossFallsAndProgressCarriesEveryField) {
 }
 
 TEST(TrainerTest, BadDataPathIsNamed) {
-  JobConfig c = SmallJob("");
+  job::JobConfig c = SmallJob("");
   c.data.source = "tsv";
   c.data.train_path = "/nonexistent/train.tsv";
   auto trainer = Trainer::Create(c, TrainerIo{});
@@ -205,5 +207,11 @@ TEST(TrainerTest, StopFlagEndsTheRunBeforeTheNextStep) {
   EXPECT_EQ(summary->final_step, 0);
 }
 
+// The job schema accepts exactly the pseudo-languages the generator knows: the schema keeps
+// its own list so that it (and the coordinator) stays free of data/.
+TEST(TrainingDataTest, JobSchemaAndGeneratorKnowTheSameSyntheticLanguages) {
+  EXPECT_EQ(job::SyntheticDataLanguages(), data::SyntheticLanguages());
+}
+
 }  // namespace
-}  // namespace deepnet::worker
+}  // namespace deepnet::train

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "deepnet/v1/worker_service.grpc.pb.h"
-#include "tests/agent/agent_test_util.h"
+#include "tests/worker/worker_test_util.h"
 
-namespace deepnet::agent::testing {
+namespace deepnet::worker::testing {
 
 // Thread-safety: safe for concurrent use (gRPC handler threads and the test thread).
 class FakeWorkerService final : public deepnet::v1::WorkerService::Service {
@@ -158,4 +158,4 @@ class FakeCoordinator {
   int port_ = 0;
 };
 
-}  // namespace deepnet::agent::testing
+}  // namespace deepnet::worker::testing

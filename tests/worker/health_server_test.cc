@@ -1,4 +1,4 @@
-#include "worker/daemon/health_server.h"
+#include "worker/health_server.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -7,7 +7,7 @@
 
 #include <future>
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 using ::testing::HasSubstr;
@@ -47,4 +47,4 @@ TEST(HealthServerTest, AnswersServingAndRefusesAPortInUse) {
 }
 
 }  // namespace
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,4 +1,4 @@
-#include "worker/daemon/host_facts.h"
+#include "worker/host_resources.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/agent/agent_test_util.h"
+#include "tests/worker/worker_test_util.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 using ::testing::ElementsAre;
@@ -80,4 +80,4 @@ TEST(DetectHostFactsTest, FillsTheMachine) {
 }
 
 }  // namespace
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,4 +1,4 @@
-// Trainer logs on the worker: ReadTrainerLog's bounds and refusals, and a WorkerAgent answering
+// Trainer logs on the worker: ReadTrainerLog's bounds and refusals, and a WorkerDaemon answering
 // the coordinator's LogRequest over its session (a fake coordinator and the fake trainer).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/agent/agent_test_util.h"
-#include "tests/agent/fake_worker_service.h"
-#include "worker/daemon/trainer_log_reader.h"
-#include "worker/daemon/worker_agent.h"
+#include "tests/worker/fake_worker_service.h"
+#include "tests/worker/worker_test_util.h"
+#include "worker/trainer_log_reader.h"
+#include "worker/worker_daemon.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 namespace v1 = deepnet::v1;
@@ -109,23 +109,23 @@ TEST_F(TrainerLogReaderTest, RefusesPathsOutsideItsLogsAndBadNumbers) {
   EXPECT_EQ(ReadTrainerLog(work_, read).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-// A real WorkerAgent answers LogRequests on its session; bad ones are refused, not fatal.
-TEST(WorkerAgentLogTest, AnswersLogRequestsAndRefusesBadOnesWithoutEndingTheSession) {
+// A real WorkerDaemon answers LogRequests on its session; bad ones are refused, not fatal.
+TEST(WorkerDaemonLogTest, AnswersLogRequestsAndRefusesBadOnesWithoutEndingTheSession) {
   testing::TempDir dir;
   testing::FakeCoordinator coordinator;
   ASSERT_TRUE(coordinator.ok());
   const std::string fake_dir = dir.path() + "/fake";
   std::filesystem::create_directories(fake_dir);
-  WorkerAgentOptions options;
+  WorkerDaemonOptions options;
   options.coordinator = coordinator.address();
   options.worker_name = "node-a";
   options.supervisor.trainer = testing::WriteFakeTrainer(dir.path());
   options.supervisor.work_dir = dir.path() + "/work";
   options.supervisor.slots = {{0, false, -1}};
   options.supervisor.base_env = {"PATH=/usr/bin:/bin"};
-  auto agent = WorkerAgent::Create(options);
-  ASSERT_TRUE(agent.ok()) << agent.status();
-  (*agent)->Start();
+  auto daemon = WorkerDaemon::Create(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  (*daemon)->Start();
   ASSERT_TRUE(coordinator.service().WaitForRegistrations(1));
 
   v1::CoordinatorMessage assign;
@@ -178,9 +178,9 @@ TEST(WorkerAgentLogTest, AnswersLogRequestsAndRefusesBadOnesWithoutEndingTheSess
   // The session survived all of it: still the first registration, still answering.
   EXPECT_EQ(coordinator.service().registrations().size(), 1u);
   EXPECT_TRUE(ask(5, "job-l", 1).has_value());
-  (*agent)->Shutdown(0ms);
+  (*daemon)->Shutdown(0ms);
   testing::KillPidIn(fake_dir + "/pid-0");
 }
 
 }  // namespace
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

@@ -1,8 +1,8 @@
-#include "worker/daemon/trainer_output_parser.h"
+#include "worker/trainer_output_parser.h"
 
 #include <gtest/gtest.h>
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 TEST(TrainerOutputParserTest, ParsesAStepLine) {
@@ -71,4 +71,4 @@ TEST(TrainerOutputParserTest, OtherLinesGiveNothing) {
 }
 
 }  // namespace
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

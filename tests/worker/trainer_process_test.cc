@@ -1,4 +1,4 @@
-#include "worker/daemon/trainer_process.h"
+#include "worker/trainer_process.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <mutex>
 #include <vector>
 
-#include "tests/agent/agent_test_util.h"
+#include "tests/worker/worker_test_util.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 using ::testing::HasSubstr;
@@ -157,4 +157,4 @@ TEST(TailOfFileTest, KeepsTheLastLines) {
 }
 
 }  // namespace
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

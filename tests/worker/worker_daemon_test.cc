@@ -1,4 +1,4 @@
-#include "worker/daemon/worker_agent.h"
+#include "worker/worker_daemon.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,10 +7,10 @@
 
 #include <algorithm>
 
-#include "tests/agent/agent_test_util.h"
-#include "tests/agent/fake_worker_service.h"
+#include "tests/worker/fake_worker_service.h"
+#include "tests/worker/worker_test_util.h"
 
-namespace deepnet::agent {
+namespace deepnet::worker {
 namespace {
 
 namespace v1 = deepnet::v1;
@@ -21,17 +21,17 @@ using testing::ProcessAlive;
 using testing::ReadFile;
 using Messages = std::vector<v1::WorkerMessage>;
 
-constexpr char kConfig[] = "name: agent-test\nparallel:\n  pipeline_stages: 2\n";
+constexpr char kConfig[] = "name: worker-test\nparallel:\n  pipeline_stages: 2\n";
 
-// A real WorkerAgent with two CPU slots and the fake trainer, against a fake coordinator.
-class WorkerAgentTest : public ::testing::Test {
+// A real WorkerDaemon with two CPU slots and the fake trainer, against a fake coordinator.
+class WorkerDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
     coordinator_ = std::make_unique<FakeCoordinator>();
     ASSERT_TRUE(coordinator_->ok());
     fake_dir_ = dir_.path() + "/fake";
     std::filesystem::create_directories(fake_dir_);
-    WorkerAgentOptions options;
+    WorkerDaemonOptions options;
     options.coordinator = coordinator_->address();
     options.worker_name = "node-a";
     options.token = "worker-secret";
@@ -44,15 +44,15 @@ class WorkerAgentTest : public ::testing::Test {
     options.supervisor.base_env = {"PATH=/usr/bin:/bin", "DEEPNET_RANK=99", "KEEP_ME=1"};
     options.supervisor.token = "worker-secret";
     options.max_backoff = 500ms;
-    auto agent = WorkerAgent::Create(options);
-    ASSERT_TRUE(agent.ok()) << agent.status();
-    agent_ = *std::move(agent);
-    agent_->Start();
+    auto daemon = WorkerDaemon::Create(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = *std::move(daemon);
+    daemon_->Start();
   }
 
   void TearDown() override {
-    if (agent_) agent_->Shutdown(0ms);
-    agent_.reset();
+    if (daemon_) daemon_->Shutdown(0ms);
+    daemon_.reset();
     for (const char* kind : {"pid-", "grandchild-"}) {
       for (int rank = 0; rank < 4; ++rank) {
         testing::KillPidIn(fake_dir_ + "/" + kind + std::to_string(rank));
@@ -132,10 +132,10 @@ class WorkerAgentTest : public ::testing::Test {
   testing::TempDir dir_;
   std::string fake_dir_;
   std::unique_ptr<FakeCoordinator> coordinator_;
-  std::unique_ptr<WorkerAgent> agent_;
+  std::unique_ptr<WorkerDaemon> daemon_;
 };
 
-TEST_F(WorkerAgentTest, RegistersThenStartsTheSessionAndHeartbeats) {
+TEST_F(WorkerDaemonTest, RegistersThenStartsTheSessionAndHeartbeats) {
   ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
     return std::count_if(m.begin(), m.end(), [](const auto& x) { return x.has_heartbeat(); }) >= 3;
   }));
@@ -156,11 +156,11 @@ TEST_F(WorkerAgentTest, RegistersThenStartsTheSessionAndHeartbeats) {
   EXPECT_EQ(registrations[0].slots(1).device_index(), -1);
   EXPECT_EQ(registrations[0].running_tasks_size(), 0);
   EXPECT_EQ(coordinator_->service().authorization(), "Bearer worker-secret");
-  EXPECT_EQ(agent_->state().epoch, 1);
-  EXPECT_TRUE(agent_->state().connected);
+  EXPECT_EQ(daemon_->state().epoch, 1);
+  EXPECT_TRUE(daemon_->state().connected);
 }
 
-TEST_F(WorkerAgentTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
+TEST_F(WorkerDaemonTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   const int64_t sequence =
       coordinator_->service().Send(Assignment("job-a", 1, {{3, 1}, {1, 0}}, "run"));
@@ -186,7 +186,7 @@ TEST_F(WorkerAgentTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
     }
     return false;
   }));
-  std::vector<TaskSnapshot> tasks = agent_->Tasks();
+  std::vector<TaskSnapshot> tasks = daemon_->Tasks();
   ASSERT_EQ(tasks.size(), 2u);
   EXPECT_EQ(tasks[0].rank, 1);
   EXPECT_EQ(tasks[0].slot_index, 0);
@@ -194,7 +194,7 @@ TEST_F(WorkerAgentTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
   EXPECT_TRUE(ProcessAlive(tasks[0].pid));
 }
 
-TEST_F(WorkerAgentTest, ReportsMetricsThenTheExitWithCodeAndStderr) {
+TEST_F(WorkerDaemonTest, ReportsMetricsThenTheExitWithCodeAndStderr) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-m", 1, {{0, 0}}, "exit"));
   std::optional<v1::TrainerExit> exit = ExitOf("job-m", 1, 0);
@@ -232,10 +232,10 @@ TEST_F(WorkerAgentTest, ReportsMetricsThenTheExitWithCodeAndStderr) {
   EXPECT_EQ(points[1].attempt(), 1);
   EXPECT_EQ(checkpoints, std::vector<int64_t>{20});
   EXPECT_LT(last_report_sequence, exit_sequence);
-  EXPECT_TRUE(testing::WaitUntil([&] { return agent_->Tasks().empty(); }));
+  EXPECT_TRUE(testing::WaitUntil([&] { return daemon_->Tasks().empty(); }));
 }
 
-TEST_F(WorkerAgentTest, ReportsATrainerKilledByASignal) {
+TEST_F(WorkerDaemonTest, ReportsATrainerKilledByASignal) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-k", 2, {{1, 1}}, "kill"));
   std::optional<v1::TrainerExit> exit = ExitOf("job-k", 2, 1);
@@ -245,7 +245,7 @@ TEST_F(WorkerAgentTest, ReportsATrainerKilledByASignal) {
   EXPECT_FALSE(exit->requested());
 }
 
-TEST_F(WorkerAgentTest, CancellationKillsTheAttemptsProcessTreesOnly) {
+TEST_F(WorkerDaemonTest, CancellationKillsTheAttemptsProcessTreesOnly) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-c", 1, {{0, 0}}, "ignore-term", true));
   ASSERT_TRUE(ResultOf(coordinator_->service().Send(Assignment("job-c", 2, {{1, 1}}, "run"))));
@@ -267,13 +267,13 @@ TEST_F(WorkerAgentTest, CancellationKillsTheAttemptsProcessTreesOnly) {
   EXPECT_FALSE(ProcessAlive(trainer));
   EXPECT_TRUE(testing::WaitUntil([&] { return !ProcessAlive(grandchild); }));
 
-  std::vector<TaskSnapshot> tasks = agent_->Tasks();
+  std::vector<TaskSnapshot> tasks = daemon_->Tasks();
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_EQ(tasks[0].attempt, 2);
   EXPECT_TRUE(ProcessAlive(tasks[0].pid));
 }
 
-TEST_F(WorkerAgentTest, RefusesCommandsWithAStaleEpoch) {
+TEST_F(WorkerDaemonTest, RefusesCommandsWithAStaleEpoch) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   v1::CoordinatorMessage stale = Assignment("job-s", 1, {{0, 0}}, "run");
   stale.set_epoch(0);
@@ -284,10 +284,10 @@ TEST_F(WorkerAgentTest, RefusesCommandsWithAStaleEpoch) {
   EXPECT_THAT(result->error(), HasSubstr("epoch 0"));
   EXPECT_THAT(result->error(), HasSubstr("epoch 1"));
   EXPECT_THAT(result->error(), HasSubstr("job-s"));
-  EXPECT_TRUE(agent_->Tasks().empty());
+  EXPECT_TRUE(daemon_->Tasks().empty());
 }
 
-TEST_F(WorkerAgentTest, RefusesABusySlotAndAnUnknownOne) {
+TEST_F(WorkerDaemonTest, RefusesABusySlotAndAnUnknownOne) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-b", 1, {{0, 0}}, "run"));
   const int64_t x = coordinator_->service().Send(Assignment("job-x", 1, {{0, 0}}, "run"));
@@ -300,10 +300,10 @@ TEST_F(WorkerAgentTest, RefusesABusySlotAndAnUnknownOne) {
   ASSERT_TRUE(unknown.has_value());
   EXPECT_FALSE(unknown->accepted());
   EXPECT_THAT(unknown->error(), HasSubstr("slot 5 is unknown"));
-  EXPECT_EQ(agent_->Tasks().size(), 1u);
+  EXPECT_EQ(daemon_->Tasks().size(), 1u);
 }
 
-TEST_F(WorkerAgentTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
+TEST_F(WorkerDaemonTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-r", 1, {{2, 1}}, "run"));
   ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-2"));
@@ -312,7 +312,7 @@ TEST_F(WorkerAgentTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
   const int64_t epoch = coordinator_->service().epoch();
 
   coordinator_->Stop();
-  ASSERT_TRUE(testing::WaitUntil([&] { return !agent_->state().connected; }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return !daemon_->state().connected; }));
   EXPECT_TRUE(ProcessAlive(trainer));
   coordinator_ = std::make_unique<FakeCoordinator>(epoch, port);
   ASSERT_TRUE(coordinator_->ok());
@@ -334,8 +334,8 @@ TEST_F(WorkerAgentTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
            });
   }));
   EXPECT_TRUE(ProcessAlive(trainer));
-  EXPECT_EQ(agent_->state().epoch, epoch + 1);
-  EXPECT_GE(agent_->state().registrations, 2);
+  EXPECT_EQ(daemon_->state().epoch, epoch + 1);
+  EXPECT_GE(daemon_->state().registrations, 2);
 
   // Commands of the old registration are refused now.
   v1::CoordinatorMessage old = Cancellation("job-r", 1, 0ms);
@@ -347,12 +347,12 @@ TEST_F(WorkerAgentTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
   EXPECT_TRUE(ProcessAlive(trainer));
 }
 
-TEST_F(WorkerAgentTest, ShutdownStopsTrainersAndReportsTheirExits) {
+TEST_F(WorkerDaemonTest, ShutdownStopsTrainersAndReportsTheirExits) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-d", 1, {{0, 0}}, "run"));
   ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
   const pid_t trainer = testing::PidIn(fake_dir_ + "/pid-0");
-  agent_->Shutdown(10s);
+  daemon_->Shutdown(10s);
   EXPECT_FALSE(ProcessAlive(trainer));
   std::optional<v1::TrainerExit> exit = ExitOf("job-d", 1, 0);
   ASSERT_TRUE(exit.has_value());
@@ -360,19 +360,19 @@ TEST_F(WorkerAgentTest, ShutdownStopsTrainersAndReportsTheirExits) {
   EXPECT_TRUE(exit->requested());
 }
 
-TEST(WorkerAgentOptionsTest, CreateNamesTheMissingOption) {
-  WorkerAgentOptions options;
-  auto agent = WorkerAgent::Create(options);
-  ASSERT_FALSE(agent.ok());
-  EXPECT_THAT(agent.status().message(), HasSubstr("--coordinator"));
+TEST(WorkerDaemonOptionsTest, CreateNamesTheMissingOption) {
+  WorkerDaemonOptions options;
+  auto daemon = WorkerDaemon::Create(options);
+  ASSERT_FALSE(daemon.ok());
+  EXPECT_THAT(daemon.status().message(), HasSubstr("--coordinator"));
   options.coordinator = "127.0.0.1:1";
   options.worker_name = "w";
   options.supervisor.trainer = "/bin/true";
   options.supervisor.work_dir = "/tmp";
-  agent = WorkerAgent::Create(options);
-  ASSERT_FALSE(agent.ok());
-  EXPECT_THAT(agent.status().message(), HasSubstr("--slots"));
+  daemon = WorkerDaemon::Create(options);
+  ASSERT_FALSE(daemon.ok());
+  EXPECT_THAT(daemon.status().message(), HasSubstr("--slots"));
 }
 
 }  // namespace
-}  // namespace deepnet::agent
+}  // namespace deepnet::worker

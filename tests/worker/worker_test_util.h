@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-namespace deepnet::agent::testing {
+namespace deepnet::worker::testing {
 
 // Liveness bound of the waits below: far above what any step takes, only against hangs.
 constexpr auto kLiveness = std::chrono::seconds(30);
@@ -25,7 +25,7 @@ class TempDir {
  public:
   TempDir() {
     std::string pattern =
-        (std::filesystem::temp_directory_path() / "deepnet_agent_test_XXXXXX").string();
+        (std::filesystem::temp_directory_path() / "deepnet_worker_test_XXXXXX").string();
     path_ = mkdtemp(pattern.data()) != nullptr ? pattern : "";
   }
   ~TempDir() {
@@ -115,4 +115,4 @@ inline void KillPidIn(const std::string& path) {
   if (pid > 0 && ProcessAlive(pid)) kill(pid, SIGKILL);
 }
 
-}  // namespace deepnet::agent::testing
+}  // namespace deepnet::worker::testing
