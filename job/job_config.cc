@@ -156,6 +156,13 @@ class RangeChecker {
   void NonNegative(const std::string& path, double v) {
     if (!(v >= 0)) problems_->Add(path, absl::StrCat("must be >= 0 (got ", ShortestDouble(v), ")"));
   }
+  // Seconds in (0, kMaxTimeoutSeconds], or [0, ...] when `zero_allowed`; NaN and inf fail.
+  void Timeout(const std::string& path, double v, bool zero_allowed) {
+    if ((zero_allowed ? v >= 0 : v > 0) && v <= kMaxTimeoutSeconds) return;
+    problems_->Add(path, absl::StrCat("must be in ", zero_allowed ? "[" : "(", "0, ",
+                                      ShortestDouble(kMaxTimeoutSeconds),
+                                      "] s (at most 30 days; got ", ShortestDouble(v), ")"));
+  }
   // [lo, hi) or, with `hi_inclusive`, [lo, hi].
   void InRange(const std::string& path, double v, double lo, double hi, bool hi_inclusive) {
     if (v >= lo && (hi_inclusive ? v <= hi : v < hi)) return;
@@ -326,9 +333,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("parallel.backend", absl::StrCat(par.backend, " moves CPU tensors: use nccl "
                                                    "with runtime.device ", c.runtime.device));
   }
-  if (!(par.timeout_s > 0)) {
-    problems->Add("parallel.timeout_s", absl::StrCat("must be > 0 (got ", ShortestDouble(par.timeout_s), ")"));
-  }
+  check.Timeout("parallel.timeout_s", par.timeout_s, /*zero_allowed=*/false);
   if (!(par.bucket_mb > 0)) {
     problems->Add("parallel.bucket_mb", absl::StrCat("must be > 0 (got ", ShortestDouble(par.bucket_mb), ")"));
   }
@@ -348,8 +353,8 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtMost("scheduling.priority", sched.priority, std::numeric_limits<int32_t>::max());
   check.AtLeast("scheduling.max_restarts", sched.max_restarts, 0);
   check.AtMost("scheduling.max_restarts", sched.max_restarts, std::numeric_limits<int32_t>::max());
-  check.NonNegative("scheduling.hang_timeout_s", sched.hang_timeout_s);
-  check.Positive("scheduling.start_timeout_s", sched.start_timeout_s);
+  check.Timeout("scheduling.hang_timeout_s", sched.hang_timeout_s, /*zero_allowed=*/true);
+  check.Timeout("scheduling.start_timeout_s", sched.start_timeout_s, /*zero_allowed=*/false);
   for (const auto& [key, value] : sched.labels) {
     if (!IsValidLabelKey(key)) {
       problems->Add("scheduling.labels",

@@ -137,7 +137,8 @@ struct ParallelConfig {
   std::string schedule = "1f1b";
   // "gloo" or "mpi" for CPU tensors, "nccl" for CUDA tensors.
   std::string backend = "gloo";
-  // A collective or transfer not done within this many seconds fails the run; > 0.
+  // A collective or transfer not done within this many seconds fails the run; in
+  // (0, kMaxTimeoutSeconds].
   double timeout_s = 300.0;
   // Where gloo/nccl ranks meet: "tcp://HOST:PORT" (rank 0 serves), "file:///PATH" (shared
   // file system), or empty for MASTER_ADDR/MASTER_PORT, else a file named after the launcher's
@@ -153,6 +154,12 @@ struct ParallelConfig {
   int64_t world_size() const { return pipeline_stages * data_parallel; }
 };
 
+/// The longest timeout a job may ask for (parallel.timeout_s, scheduling.hang_timeout_s,
+/// scheduling.start_timeout_s): 30 days. Every timeout becomes milliseconds in an int64 and a
+/// protobuf Duration somewhere; the bound keeps both far inside their ranges, so no job can make
+/// the coordinator or a trainer overflow or abort.
+inline constexpr double kMaxTimeoutSeconds = 30.0 * 24 * 3600;
+
 /// How the coordinator schedules and supervises the job. `deepnet train` accepts and ignores it.
 struct SchedulingConfig {
   // Higher runs first; any sign, within 32 bits.
@@ -160,8 +167,10 @@ struct SchedulingConfig {
   // Times a failed attempt is restarted (from the latest checkpoint) before the job fails; >= 0.
   int64_t max_restarts = 2;
   // An attempt that reports no progress for this many seconds is treated as hung; 0 disables.
+  // In [0, kMaxTimeoutSeconds].
   double hang_timeout_s = 0.0;
-  // How long all ranks of an attempt may take to start and meet at the rendezvous; > 0.
+  // How long all ranks of an attempt may take to start and meet at the rendezvous; in
+  // (0, kMaxTimeoutSeconds].
   double start_timeout_s = 300.0;
   // Free-form labels; keys match [a-z0-9_.-]{1,63}, values are at most 256 characters.
   std::map<std::string, std::string> labels;

@@ -121,9 +121,14 @@ TEST(JobSpecTest, SchedulingSectionIsChecked) {
   EXPECT_EQ(SpecError("scheduling:\n  max_restarts: -1\n"),
             "job spec: scheduling.max_restarts: must be >= 0 (got -1)");
   EXPECT_EQ(SpecError("scheduling:\n  hang_timeout_s: -0.5\n"),
-            "job spec: scheduling.hang_timeout_s: must be >= 0 (got -0.5)");
+            "job spec: scheduling.hang_timeout_s: must be in [0, 2592000] s (at most 30 days; "
+            "got -0.5)");
   EXPECT_EQ(SpecError("scheduling:\n  start_timeout_s: 0\n"),
-            "job spec: scheduling.start_timeout_s: must be > 0 (got 0)");
+            "job spec: scheduling.start_timeout_s: must be in (0, 2592000] s (at most 30 days; "
+            "got 0)");
+  EXPECT_EQ(SpecError("scheduling:\n  start_timeout_s: 1e12\n"),
+            "job spec: scheduling.start_timeout_s: must be in (0, 2592000] s (at most 30 days; "
+            "got 1e+12)");
   EXPECT_EQ(SpecError("scheduling:\n  labels: {Team: mt}\n"),
             "job spec: scheduling.labels: key 'Team' must match [a-z0-9_.-]{1,63}");
   EXPECT_EQ(SpecError("scheduling:\n  labels: {team: " + std::string(257, 'v') + "}\n"),

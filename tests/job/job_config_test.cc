@@ -584,8 +584,9 @@ TEST(JobConfigTest, ParallelSectionIsParsedAndChecked) {
         "job.yaml: parallel.data_parallel: must be >= 1 (got 0)",
         "job.yaml: parallel.schedule: must be 1f1b or gpipe (got 'zigzag')",
         "job.yaml: parallel.backend: nccl moves CUDA tensors: set runtime.device to cuda",
-        "job.yaml: parallel.timeout_s: must be > 0 (got 0)",
-        "job.yaml: parallel.rendezvous: must start with tcp://, file:// or grpc:// (got 'http://x')",
+        "job.yaml: parallel.timeout_s: must be in (0, 2592000] s (at most 30 days; got 0)",
+        "job.yaml: parallel.rendezvous: must start with tcp://, file:// or grpc:// (got "
+        "'http://x')",
         "job.yaml: parallel.bucket_mb: must be > 0 (got -1)",
         "job.yaml: parallel.partition: must be flops or measured (got 'magic')"}) {
     EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
@@ -626,11 +627,27 @@ TEST(JobConfigTest, SchedulingSectionHasDefaultsAndIsChecked) {
   EXPECT_EQ(ParseError("scheduling: {max_restarts: 2147483648}\n"),
             "job.yaml: scheduling.max_restarts: must be <= 2147483647 (got 2147483648)");
   EXPECT_EQ(ParseError("scheduling: {hang_timeout_s: -1}\n"),
-            "job.yaml: scheduling.hang_timeout_s: must be >= 0 (got -1)");
+            "job.yaml: scheduling.hang_timeout_s: must be in [0, 2592000] s (at most 30 days; "
+            "got -1)");
+  // Timeouts far beyond a protobuf Duration (or an int64 of milliseconds) once crashed the
+  // coordinator when the job was placed; they are refused at submission.
+  for (const char* huge : {"2592000.5", "3.16e11", "1e12", "1e308"}) {
+    SCOPED_TRACE(huge);
+    for (const char* field : {"hang_timeout_s", "start_timeout_s"}) {
+      EXPECT_THAT(ParseError(std::string("scheduling: {") + field + ": " + huge + "}\n"),
+                  HasSubstr(std::string("scheduling.") + field + ": must be in "));
+    }
+    EXPECT_THAT(ParseError(std::string("parallel: {timeout_s: ") + huge + "}\n"),
+                HasSubstr("parallel.timeout_s: must be in (0, 2592000] s"));
+  }
+  EXPECT_EQ(ParseOk("scheduling: {hang_timeout_s: 2592000, start_timeout_s: 2592000}\n")
+                .scheduling.start_timeout_s,
+            2592000.0);
   EXPECT_EQ(ParseError("scheduling: {hang_timeout_s: .inf}\n"),
             "job.yaml: scheduling.hang_timeout_s: expected a finite number (got '.inf')");
   EXPECT_EQ(ParseError("scheduling: {start_timeout_s: 0}\n"),
-            "job.yaml: scheduling.start_timeout_s: must be > 0 (got 0)");
+            "job.yaml: scheduling.start_timeout_s: must be in (0, 2592000] s (at most 30 days; "
+            "got 0)");
   EXPECT_EQ(ParseError("scheduling: 3\n"), "job.yaml: scheduling: expected a map (got '3')");
 }
 
