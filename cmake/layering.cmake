@@ -41,15 +41,20 @@ function(deepnet_install_program target)
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endfunction()
 
-# deepnet_write_link_table(<file> <folder>...): writes one line per library and program defined
-# in the folders, "<target> <folder> <our targets it links directly, comma-separated>", for the
-# layering test (tests/layering/), which holds it against the table in docs/ARCHITECTURE.md.
-# INTERFACE helper targets (deepnet_grpcpp, deepnet_warnings) are not rooms of their own.
+# deepnet_write_link_table(<file>): writes one line per library and program of every folder the
+# top-level CMakeLists.txt adds (tests/ and bench/ excepted), "<target> <folder> <our targets it
+# links directly, comma-separated>", for the layering test (tests/layering/), which holds it
+# against the table in docs/ARCHITECTURE.md. INTERFACE helper targets (deepnet_grpcpp,
+# deepnet_warnings) are not rooms of their own.
 function(deepnet_write_link_table file)
+  get_property(dirs DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTY SUBDIRECTORIES)
   set(ours)
-  set(folder_of)
-  foreach(folder IN LISTS ARGN)
-    get_property(targets DIRECTORY ${PROJECT_SOURCE_DIR}/${folder} PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(dir IN LISTS dirs)
+    file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${dir})
+    if(folder MATCHES "^(tests|bench)(/|$)")
+      continue()
+    endif()
+    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
     foreach(target IN LISTS targets)
       get_target_property(type ${target} TYPE)
       if(type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|EXECUTABLE)$")

@@ -114,6 +114,9 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& pat
   return AtomicFileWriter(path, std::move(*file));
 }
 
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
+    : path_(std::move(other.path_)), file_(std::exchange(other.file_, std::nullopt)) {}
+
 AtomicFileWriter::~AtomicFileWriter() {
   if (!file_) return;
   const std::string tmp_path = file_->path();

@@ -66,7 +66,8 @@ class AtomicFileWriter {
   [[nodiscard]] static absl::StatusOr<AtomicFileWriter> Create(const std::string& path,
                                                                const std::string& tmp_suffix = "");
 
-  AtomicFileWriter(AtomicFileWriter&& other) noexcept = default;
+  // Leaves `other` committed-like: its destructor removes nothing.
+  AtomicFileWriter(AtomicFileWriter&& other) noexcept;
   AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;

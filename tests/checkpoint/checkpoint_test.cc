@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/file_text.h"
+
 namespace deepnet::checkpoint {
 namespace {
 
@@ -23,17 +25,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
-std::string ReadText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using testing::ReadText;
+using testing::WriteText;
 
 // Same dtype, shape and bytes (NaN payloads and -0.0 included).
 void ExpectBitwiseEqual(const torch::Tensor& expected, const torch::Tensor& actual,

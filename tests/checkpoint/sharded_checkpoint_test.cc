@@ -21,6 +21,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "tests/file_text.h"
 
 namespace deepnet::checkpoint {
 namespace {
@@ -32,17 +33,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
-std::string ReadText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using testing::ReadText;
+using testing::WriteText;
 
 void FlipByte(const fs::path& path, int64_t offset) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);

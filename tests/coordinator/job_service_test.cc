@@ -56,17 +56,21 @@ class JobServiceTest : public CoordinatorTest {
     if (server_) server_->Shutdown();
   }
 
+  // A 30 s deadline and, unless `token` is empty, its bearer header.
+  static void Prepare(grpc::ClientContext* context, const std::string& token) {
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!token.empty()) context->AddMetadata("authorization", std::string("Bearer ") + token);
+  }
+
   grpc::Status SubmitJob(const v1::SubmitJobRequest& request, v1::SubmitJobResponse* response) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    context.AddMetadata("authorization", std::string("Bearer ") + kAlice);
+    Prepare(&context, kAlice);
     return stub_->SubmitJob(&context, request, response);
   }
 
   grpc::Status ListWorkers(const std::string& token, v1::ListWorkersResponse* response) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    if (!token.empty()) context.AddMetadata("authorization", std::string("Bearer ") + token);
+    Prepare(&context, token);
     return stub_->ListWorkers(&context, v1::ListWorkersRequest(), response);
   }
 
