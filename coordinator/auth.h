@@ -5,6 +5,7 @@
 
 #include <grpcpp/support/string_ref.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace grpc {
 class ServerContext;
@@ -30,16 +32,34 @@ enum class Role {
 
 // Who made a call.
 struct Principal {
+  Principal() = default;
+  Principal(std::string user_name, Role user_role) : user(std::move(user_name)), role(user_role) {}
+
   std::string user;
   Role role = Role::kUser;
+  // Teams the user belongs to (tokens file `teams=a,b`): names of folders under the storage
+  // root's teams/ that the user may use. Sorted, without duplicates.
+  std::vector<std::string> teams;
+  // The account trainers of this user's jobs run as (tokens file `uid=N`, `gid=N`); -1: not
+  // given, the worker daemon's --trainer-user applies.
+  int64_t uid = -1;
+  int64_t gid = -1;
+  // When the token that authenticated the call stops being accepted (tokens file
+  // `expires=<RFC 3339>`); InfiniteFuture: never.
+  absl::Time expires = absl::InfiniteFuture();
 };
+
+// True when `name` may name a user or a team: 1 to 64 characters from [A-Za-z0-9._-], not
+// starting with '.' or '-' (user and team names become folder names under the storage root).
+bool IsValidPrincipalName(absl::string_view name);
 
 // Maps bearer tokens to principals. Immutable after creation, so safe for concurrent use.
 class Authenticator {
  public:
-  // Tokens file: `TOKEN USER [ROLE]` per line (ROLE user|admin|worker, default user), '#'
-  // comments and blank lines ignored. INVALID_ARGUMENT naming file:line for a bad line, a
-  // duplicate token or a token shorter than kMinTokenLength characters (the token itself is
+  // Tokens file: `TOKEN USER [ROLE] [KEY=VALUE ...]` per line (ROLE user|admin|worker, default
+  // user; KEY teams, uid, gid or expires, see Principal), '#' comments and blank lines ignored.
+  // Lines of one user must agree on teams, uid and gid. INVALID_ARGUMENT naming file:line for a bad
+  // line, a duplicate token or a token shorter than kMinTokenLength characters (the token itself is
   // never put in a message); NOT_FOUND naming the file when it does not exist, INVALID_ARGUMENT
   // when it cannot be read or holds no token. Empty path: open mode (see Open()).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Authenticator>> Load(
@@ -52,12 +72,19 @@ class Authenticator {
   bool open() const { return open_; }
   // Number of tokens loaded (0 in open mode).
   size_t num_tokens() const { return entries_.size(); }
+  // The account of `user` as the tokens file states it (teams, uid, gid; `expires` is per token
+  // and left infinite), for acting on a user's behalf outside a call of theirs (placing a job
+  // after a restart). NOT_FOUND when no token names the user; in open mode every user is a
+  // plain user with no teams.
+  [[nodiscard]] absl::StatusOr<Principal> FindUser(absl::string_view user) const;
 
   // The principal of a call, from its "authorization: Bearer <token>" metadata. UNAUTHENTICATED
   // with a message saying what is wrong when it is missing, malformed or unknown (never echoing
-  // the token). Compares against every known token in time independent of where they differ.
+  // the token) or when the token has expired at `now`. Compares against every known token in
+  // time independent of where they differ.
   [[nodiscard]] absl::StatusOr<Principal> Authenticate(
-      const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const;
+      const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+      absl::Time now = absl::Now()) const;
   // Convenience: the metadata of a synchronous or callback server call.
   [[nodiscard]] absl::StatusOr<Principal> Authenticate(const grpc::ServerContext& context) const;
   [[nodiscard]] absl::StatusOr<Principal> Authenticate(

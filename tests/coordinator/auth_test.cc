@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "coordinator/rendezvous_service.h"
 #include "rpc/rpc_util.h"
@@ -82,9 +83,17 @@ TEST(AuthenticatorTest, BadLinesNameFileAndLine) {
     std::string expected;
   } cases[] = {
       {good + "tooshort alice\n", ":2: "},
-      {good + "lonely-token-0123456789\n", ":2: expected 'TOKEN USER [ROLE]'"},
-      {good + "another-token-0123456789 bob admin extra\n", ":2: expected 'TOKEN USER [ROLE]'"},
+      {good + "lonely-token-0123456789\n", ":2: expected 'TOKEN USER [ROLE] [KEY=VALUE ...]'"},
+      {good + "another-token-0123456789 bob admin extra\n", ":2: field 4 'extra' is neither"},
       {good + "another-token-0123456789 bob root\n", ":2: unknown role 'root'"},
+      {good + "another-token-0123456789 ../bob\n", ":2: user name '../bob' is not valid"},
+      {good + "another-token-0123456789 bob shell=/bin/sh\n", ":2: unknown option 'shell'"},
+      {good + "another-token-0123456789 bob teams=nlp,../x\n", ":2: teams: '../x' is not"},
+      {good + "another-token-0123456789 bob uid=0\n", ":2: uid: '0' is not a numeric id"},
+      {good + "another-token-0123456789 bob gid=x\n", ":2: gid: 'x' is not a numeric id"},
+      {good + "another-token-0123456789 bob expires=tomorrow\n", ":2: expires: 'tomorrow'"},
+      {good + "another-token-0123456789 alice teams=nlp\n",
+       ":2: user 'alice' has other teams, uid or gid than on line 1"},
       {"# header\n" + good + kAliceToken + " mallory\n", ":3: duplicate token (already on line 2)"},
   };
   for (const auto& c : cases) {
@@ -97,6 +106,56 @@ TEST(AuthenticatorTest, BadLinesNameFileAndLine) {
     EXPECT_THAT(auth.status().message(), Not(HasSubstr(kAliceToken))) << c.text;
     EXPECT_THAT(auth.status().message(), Not(HasSubstr("tooshort"))) << c.text;
   }
+}
+
+TEST(AuthenticatorTest, LoadsTeamsIdsAndExpiry) {
+  TempDir dir;
+  const std::string text =
+      std::string(kAliceToken) + " alice teams=nlp,asr,nlp uid=2001 gid=3001\n" + kRootToken +
+      " alice user uid=2001 gid=3001 teams=asr,nlp expires=2030-01-31T12:00:00Z\n";
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = LoadText(dir, text);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+
+  absl::StatusOr<Principal> alice = WithAuthorization(**auth, std::string("Bearer ") + kAliceToken);
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  EXPECT_EQ(alice->teams, (std::vector<std::string>{"asr", "nlp"}));
+  EXPECT_EQ(alice->uid, 2001);
+  EXPECT_EQ(alice->gid, 3001);
+  EXPECT_EQ(alice->expires, absl::InfiniteFuture());
+
+  // The second token expires: accepted before, refused from that instant on, without the token.
+  std::multimap<grpc::string_ref, grpc::string_ref> metadata;
+  const std::string value = std::string("Bearer ") + kRootToken;
+  metadata.emplace("authorization", value);
+  const absl::Time expiry = absl::FromUnixSeconds(1896091200);  // 2030-01-31T12:00:00Z
+  absl::StatusOr<Principal> before = (*auth)->Authenticate(metadata, expiry - absl::Seconds(1));
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->expires, expiry);
+  absl::StatusOr<Principal> after = (*auth)->Authenticate(metadata, expiry);
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(after.status().message(), HasSubstr("expired at 2030-01-31T12:00:00"));
+  EXPECT_THAT(after.status().message(), Not(HasSubstr(kRootToken)));
+
+  absl::StatusOr<Principal> found = (*auth)->FindUser("alice");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->uid, 2001);
+  EXPECT_EQ(found->teams, (std::vector<std::string>{"asr", "nlp"}));
+  EXPECT_EQ((*auth)->FindUser("bob").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(AuthenticatorTest, PrincipalNamesAreSafeFolderNames) {
+  EXPECT_TRUE(IsValidPrincipalName("alice"));
+  EXPECT_TRUE(IsValidPrincipalName("team_nlp-2.x"));
+  EXPECT_FALSE(IsValidPrincipalName(""));
+  EXPECT_FALSE(IsValidPrincipalName("."));
+  EXPECT_FALSE(IsValidPrincipalName(".."));
+  EXPECT_FALSE(IsValidPrincipalName(".hidden"));
+  EXPECT_FALSE(IsValidPrincipalName("-rf"));
+  EXPECT_FALSE(IsValidPrincipalName("a/b"));
+  EXPECT_FALSE(IsValidPrincipalName(std::string("a\0b", 3)));
+  EXPECT_FALSE(IsValidPrincipalName(std::string(65, 'a')));
+  EXPECT_TRUE(IsValidPrincipalName(std::string(64, 'a')));
 }
 
 TEST(AuthenticatorTest, MissingEmptyAndUnreadableFiles) {
