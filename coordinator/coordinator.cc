@@ -171,8 +171,13 @@ void Coordinator::TickLocked() {
   UpdateGauges();
 }
 
-absl::StatusOr<JobSpecInfo> Coordinator::ParseSpec(const std::string& config_yaml) const {
-  absl::StatusOr<JobSpecInfo> spec = ParseJobSpec(config_yaml, options_.spec_check);
+absl::StatusOr<JobSpecInfo> Coordinator::ParseSpec(const std::string& config_yaml,
+                                                   const std::string& user,
+                                                   const std::vector<std::string>& teams) const {
+  JobSpecCheckOptions check = options_.spec_check;
+  check.user = user;
+  check.teams = teams;
+  absl::StatusOr<JobSpecInfo> spec = ParseJobSpec(config_yaml, check);
   if (!spec.ok()) return spec.status();
   // Only a configured bound refuses: registered workers come and go (a pod or node that is
   // starting, drained or lost), so a job larger than them waits in the queue instead.

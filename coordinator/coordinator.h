@@ -27,6 +27,8 @@
 
 namespace deepnet::coordinator {
 
+class Authenticator;
+
 struct CoordinatorOptions {
   // Workers heartbeat this often; a worker not heard from for lease_heartbeats intervals is
   // lost (the "missing three").
@@ -50,6 +52,10 @@ struct CoordinatorOptions {
   // kExceedsRegistered) and starts once enough workers join.
   int64_t cluster_slots = 0;
   JobSpecCheckOptions spec_check;
+  // The tokens file's accounts: StartAttempt sends the owner's teams, uid and gid with every
+  // assignment (the worker checks paths and picks the trainer's account with them). May be null
+  // (the owner is sent alone). Must outlive the coordinator.
+  const Authenticator* accounts = nullptr;
   SchedulerOptions scheduler;
   // Metric points kept per job for StreamMetrics replays (the oldest are dropped).
   size_t points_per_job = 20000;
@@ -123,8 +129,11 @@ class Coordinator {
   // --- JobService. ---
   // Parses and checks a job YAML (INVALID_ARGUMENT naming the field), including that the gang
   // fits options().cluster_slots when that bound is set. The workers registered right now are no
-  // bound: a larger job waits in the queue for workers to join.
-  [[nodiscard]] absl::StatusOr<JobSpecInfo> ParseSpec(const std::string& config_yaml) const;
+  // bound: a larger job waits in the queue for workers to join. With a storage policy
+  // (options().spec_check), the job's paths are checked for `user` and `teams`.
+  [[nodiscard]] absl::StatusOr<JobSpecInfo> ParseSpec(
+      const std::string& config_yaml, const std::string& user = "",
+      const std::vector<std::string>& teams = {}) const;
   [[nodiscard]] absl::StatusOr<SubmitResultData> Submit(const SubmitRequestData& request);
   [[nodiscard]] absl::StatusOr<JobView> GetJob(const std::string& job_id) const;
   [[nodiscard]] absl::StatusOr<std::pair<std::vector<JobView>, std::string>> ListJobs(
@@ -267,6 +276,8 @@ class Coordinator {
     return job.events.empty() ? 0 : job.events.back().sequence;
   }
   void Enqueue(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the owner's name, teams and trainer account (options().accounts) on `command`.
+  void FillOwner(const std::string& owner, AssignmentCommand* command) const;
   void StartAttempt(JobRuntime& job, const Placement& placement)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailRanks(JobRuntime& job, RecoveryCause cause, const std::string& message)

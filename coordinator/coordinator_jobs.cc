@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_events.h"
 
@@ -153,6 +154,22 @@ void Coordinator::RefreshPending() {
   }
 }
 
+void Coordinator::FillOwner(const std::string& owner, AssignmentCommand* command) const {
+  command->owner = owner;
+  if (options_.accounts == nullptr) return;
+  // Looked up at each placement: a job placed after a restart, or after the tokens file changed,
+  // runs with the account as it is now.
+  absl::StatusOr<Principal> account = options_.accounts->FindUser(owner);
+  if (!account.ok()) {
+    spdlog::warn("owner {}: {}; assigning without teams or trainer account", owner,
+                 std::string(account.status().message()));
+    return;
+  }
+  command->owner_teams = account->teams;
+  command->uid = account->uid;
+  command->gid = account->gid;
+}
+
 void Coordinator::StartAttempt(JobRuntime& job, const Placement& placement) {
   std::map<std::string, int> per_worker;
   for (const RankSlot& slot : placement.ranks) ++per_worker[slot.worker_id];
@@ -200,6 +217,7 @@ void Coordinator::StartAttempt(JobRuntime& job, const Placement& placement) {
     command.world_size = static_cast<int>(job.ranks.size());
     command.config_yaml = job.record.spec_yaml;
     command.rendezvous_address = rendezvous_address_;
+    FillOwner(job.record.owner, &command);
     for (const RankRuntime& r : job.ranks) {
       if (r.view.worker_id != worker_id) continue;
       command.ranks.push_back({r.view.rank, r.view.slot});

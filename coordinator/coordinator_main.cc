@@ -21,6 +21,7 @@
 #include "coordinator/worker_service_impl.h"
 #include "rpc/rpc_util.h"
 #include "storage/atomic_file.h"
+#include "storage/storage_policy.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -42,6 +43,7 @@ struct Flags {
   int64_t cluster_slots = 0;
   int max_overtakes = 0;
   bool no_check_paths = false;
+  std::string storage_root;
 };
 
 int Fail(const std::string& message) {
@@ -108,6 +110,20 @@ int Run(const Flags& flags) {
   options.cluster_slots = flags.cluster_slots;
   options.scheduler.max_overtakes = flags.max_overtakes;
   options.spec_check.check_paths = !flags.no_check_paths;
+  if (!flags.storage_root.empty()) {
+    absl::StatusOr<storage::StoragePolicy> policy =
+        storage::StoragePolicy::Create(flags.storage_root, "--storage-root");
+    if (!policy.ok()) return Fail(std::string(policy.status().message()));
+    options.spec_check.storage_policy =
+        std::make_shared<const storage::StoragePolicy>(*std::move(policy));
+    spdlog::info("storage root {}: job paths must lie under it (users/<user>/, teams/<team>/){}",
+                 flags.storage_root,
+                 flags.no_check_paths ? "; --no-check-paths: only the workers check them" : "");
+  } else {
+    spdlog::warn("no --storage-root: job paths are not confined (any path the workers can reach "
+                 "is accepted; set one on a shared service)");
+  }
+  options.accounts = auth->get();
   // The rendezvous address needs the bound port: it is set once the server has started, before
   // Start() lets the coordinator place anything.
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
@@ -206,6 +222,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-overtakes", flags.max_overtakes,
                  "times a blocked gang may be overtaken by smaller jobs (0: strict order)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--storage-root", flags.storage_root,
+                 "confine job paths: users write only under DIR/users/<user>/ and "
+                 "DIR/teams/<team>/, read under DIR except other users' and teams' folders")
+      ->envname("DEEPNET_STORAGE_ROOT");
   app.add_flag("--no-check-paths", flags.no_check_paths,
                "do not check job data/checkpoint paths (coordinator without shared storage)");
   try {

@@ -109,6 +109,11 @@ struct AssignmentCommand {
   int world_size = 0;
   std::string config_yaml;
   std::string rendezvous_address;
+  // The job's owner, their teams and trainer account from the tokens file (-1: not given).
+  std::string owner;
+  std::vector<std::string> owner_teams;
+  int64_t uid = -1;
+  int64_t gid = -1;
 };
 
 struct CancellationCommand {

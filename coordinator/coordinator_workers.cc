@@ -8,8 +8,10 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
+#include "storage/storage_policy.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -314,6 +316,9 @@ absl::Status Coordinator::OnAssignmentRefused(const std::string& worker_id, int6
   const std::string why = absl::StrCat("worker ", worker_id, " refused the assignment: ", error);
   if (job->stopping) {
     MaybeFinishStop(*job);
+  } else if (absl::StrContains(error, storage::kStoragePolicyRefusal)) {
+    // The job's paths break the worker's storage policy: every attempt would be refused too.
+    BeginStop(*job, AfterStop::kFail, why);
   } else {
     FailRanks(*job, RecoveryCause::kWorkerExit, why);
   }

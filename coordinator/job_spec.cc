@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "job/job_config.h"
+#include "job/job_paths.h"
+#include "storage/storage_policy.h"
 #include "job/yaml_reader.h"
 
 namespace deepnet::coordinator {
@@ -72,6 +74,30 @@ void CheckCheckpointDir(const std::string& value, ConfigProblems* problems) {
   }
 }
 
+storage::PathAccess AccessOf(job::JobPathUse use) {
+  switch (use) {
+    case job::JobPathUse::kReadFile:
+      return storage::PathAccess::kReadFile;
+    case job::JobPathUse::kReadDir:
+      return storage::PathAccess::kReadDir;
+    case job::JobPathUse::kWriteDir:
+      break;
+  }
+  return storage::PathAccess::kWriteDir;
+}
+
+// Every path field against the storage policy, for the submitting user.
+void CheckStoragePolicy(const JobConfig& c, const JobSpecCheckOptions& options,
+                        ConfigProblems* problems) {
+  const storage::StorageUser user{options.user, options.teams};
+  for (const job::JobPath& path : job::JobPaths(c)) {
+    if (problems->Bad(path.field)) continue;
+    const std::string refusal =
+        options.storage_policy->Refusal(user, path.value, AccessOf(path.use));
+    if (!refusal.empty()) problems->Add(path.field, refusal);
+  }
+}
+
 // The rules of running a job under the coordinator, on top of the trainer's schema. A field
 // the schema already reported is not reported again.
 void CheckServiceRules(const JobConfig& c, const JobSpecCheckOptions& options,
@@ -88,6 +114,10 @@ void CheckServiceRules(const JobConfig& c, const JobSpecCheckOptions& options,
                                c.runtime.device, "')"));
   }
   if (!options.check_paths) return;
+  if (options.storage_policy != nullptr) {
+    CheckStoragePolicy(c, options, problems);
+    return;
+  }
   if (c.data.source == "tsv") {
     if (!c.data.train_path.empty()) {
       CheckExistingPath("data.train_path", c.data.train_path, PathKind::kFile, problems);

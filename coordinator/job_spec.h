@@ -6,9 +6,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+
+namespace deepnet::storage {
+class StoragePolicy;
+}  // namespace deepnet::storage
 
 namespace deepnet::coordinator {
 
@@ -32,6 +38,11 @@ struct JobSpecCheckOptions {
   // Check paths as the coordinator sees them (shared storage): absolute, data paths exist,
   // checkpoint.dir's parent exists.
   bool check_paths = true;
+  // With check_paths and a storage policy (--storage-root), every non-empty path field
+  // (job/job_paths.h) must pass the policy for `user` and `teams` instead of the checks above.
+  std::shared_ptr<const storage::StoragePolicy> storage_policy;
+  std::string user;
+  std::vector<std::string> teams;
 };
 
 // INVALID_ARGUMENT "job spec: <field.path>: <message>" (one line per problem, all problems) for

@@ -308,6 +308,10 @@ v1::Assignment ToProto(const AssignmentCommand& c) {
   out.set_world_size(c.world_size);
   out.set_config_yaml(c.config_yaml);
   out.set_rendezvous_address(c.rendezvous_address);
+  out.set_owner(c.owner);
+  for (const std::string& team : c.owner_teams) out.add_owner_teams(team);
+  if (c.uid >= 0) out.set_uid(c.uid);
+  if (c.gid >= 0) out.set_gid(c.gid);
   return out;
 }
 

@@ -17,7 +17,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr JobSpecCheckOptions kNoPathChecks{/*check_paths=*/false};
+const JobSpecCheckOptions kNoPathChecks{/*check_paths=*/false};
 
 // The message of a spec that must be rejected with INVALID_ARGUMENT.
 std::string SpecError(const std::string& yaml, JobSpecCheckOptions options = kNoPathChecks) {
