@@ -3,11 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -52,6 +53,91 @@ struct FdCloser {
   }
 };
 
+// What the forked child needs, prepared before fork(): the child calls async-signal-safe
+// functions only (the daemon has other threads whose locks may be held at fork()).
+struct ChildSetup {
+  const char* executable = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* work_dir = nullptr;
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  int status_fd = -1;  // O_CLOEXEC: closed by a successful exec.
+  bool switch_account = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+enum ChildStep : int {
+  kStepProcessGroup = 1,
+  kStepSignals,
+  kStepFds,
+  kStepChdir,
+  kStepGroups,
+  kStepGid,
+  kStepUid,
+  kStepExec,
+};
+
+const char* ChildStepName(int step) {
+  switch (step) {
+    case kStepProcessGroup: return "setpgid";
+    case kStepSignals: return "signal setup";
+    case kStepFds: return "dup2 of stdin/stdout/stderr";
+    case kStepChdir: return "chdir";
+    case kStepGroups: return "setgroups";
+    case kStepGid: return "setresgid";
+    case kStepUid: return "setresuid";
+    case kStepExec: return "exec";
+    default: return "setup";
+  }
+}
+
+[[noreturn]] void ChildFailed(int status_fd, int step) {
+  const int report[2] = {step, errno};
+  ssize_t ignored = write(status_fd, report, sizeof(report));
+  (void)ignored;
+  _exit(127);
+}
+
+// Runs in the child between fork() and exec(): own process group (a stop signals the trainer
+// and all its children), default signal actions and an empty mask (the daemon blocks
+// SIGTERM/SIGINT for sigwait() and may ignore SIGPIPE), the three standard fds, the working
+// folder, then the account: supplementary groups, gid, uid, in that order (dropping the uid
+// first would forbid the rest). Raw system calls change the credentials of this (only) thread
+// without glibc's all-threads machinery. A failed step is reported on status_fd.
+[[noreturn]] void RunChild(const ChildSetup& s) {
+  if (setpgid(0, 0) != 0) ChildFailed(s.status_fd, kStepProcessGroup);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD}) {
+    if (sigaction(sig, &default_action, nullptr) != 0) ChildFailed(s.status_fd, kStepSignals);
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  if (sigprocmask(SIG_SETMASK, &empty, nullptr) != 0) ChildFailed(s.status_fd, kStepSignals);
+  if (dup2(s.stdin_fd, STDIN_FILENO) < 0 || dup2(s.stdout_fd, STDOUT_FILENO) < 0 ||
+      dup2(s.stderr_fd, STDERR_FILENO) < 0) {
+    ChildFailed(s.status_fd, kStepFds);
+  }
+  if (s.work_dir != nullptr && chdir(s.work_dir) != 0) ChildFailed(s.status_fd, kStepChdir);
+  if (s.switch_account) {
+    const gid_t groups[1] = {s.gid};
+    if (syscall(SYS_setgroups, 1, groups) != 0) ChildFailed(s.status_fd, kStepGroups);
+    if (syscall(SYS_setresgid, s.gid, s.gid, s.gid) != 0) ChildFailed(s.status_fd, kStepGid);
+    if (syscall(SYS_setresuid, s.uid, s.uid, s.uid) != 0) ChildFailed(s.status_fd, kStepUid);
+    // Paranoia: a uid that did not change must never exec the trainer.
+    if (getuid() != s.uid || geteuid() != s.uid || getgid() != s.gid) {
+      errno = EPERM;
+      ChildFailed(s.status_fd, kStepUid);
+    }
+  }
+  execve(s.executable, s.argv, s.envp);
+  ChildFailed(s.status_fd, kStepExec);
+}
+
 }  // namespace
 
 std::string TailOfFile(const std::string& path, int max_lines) {
@@ -90,61 +176,96 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(const Trai
         absl::StrCat("trainer stdout log ", launch.stdout_log, ": ", std::strerror(errno)));
   }
   fds.fds[2] = log_fd;
-  // Checked here so that the error names the file (the child would only fail to start).
   const int err_fd =
       open(launch.stderr_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (err_fd < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("trainer stderr log ", launch.stderr_log, ": ", std::strerror(errno)));
   }
-  close(err_fd);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, launch.stderr_log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (!launch.work_dir.empty()) {
-    posix_spawn_file_actions_addchdir_np(&actions, launch.work_dir.c_str());
+  fds.fds.push_back(err_fd);
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) {
+    return absl::InternalError(absl::StrCat("/dev/null: ", std::strerror(errno)));
   }
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group (pgid = pid): a stop signals the trainer and all its children.
-  posix_spawnattr_setpgroup(&attr, 0);
-  // The daemon blocks SIGTERM/SIGINT for sigwait() and may ignore SIGPIPE; the trainer must
-  // see all of them with their default actions.
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD}) {
-    sigaddset(&defaults, sig);
+  fds.fds.push_back(null_fd);
+  if (launch.account && (launch.account->uid == 0 || launch.account->gid == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trainers never run as uid or gid 0 (got uid ", launch.account->uid, ", gid ",
+        launch.account->gid, ")"));
   }
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::string executable = launch.executable;
+  if (executable.find('/') == std::string::npos) {
+    const char* path_env = std::getenv("PATH");
+    for (absl::string_view dir : absl::StrSplit(path_env ? path_env : "/usr/bin:/bin", ':')) {
+      const std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", executable);
+      if (access(candidate.c_str(), X_OK) == 0) {
+        executable = candidate;
+        break;
+      }
+    }
+  }
+  // The child reports a failure before exec() as {step, errno} on this pipe; EOF: exec'd.
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  fds.fds.push_back(status_pipe[0]);
+  fds.fds.push_back(status_pipe[1]);
 
   std::vector<std::string> argv_strings = {launch.executable};
   argv_strings.insert(argv_strings.end(), launch.args.begin(), launch.args.end());
   std::vector<std::string> env_strings = launch.env;
   std::vector<char*> argv = CStrings(argv_strings);
   std::vector<char*> envp = CStrings(env_strings);
-  pid_t pid = 0;
-  const bool search_path = launch.executable.find('/') == std::string::npos;
-  const int rc =
-      search_path
-          ? posix_spawnp(&pid, launch.executable.c_str(), &actions, &attr, argv.data(), envp.data())
-          : posix_spawn(&pid, launch.executable.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot start trainer ", launch.executable,
-                                                      " in ", launch.work_dir, ": ",
-                                                      std::strerror(rc)));
+  ChildSetup setup;
+  setup.executable = executable.c_str();
+  setup.argv = argv.data();
+  setup.envp = envp.data();
+  setup.work_dir = launch.work_dir.empty() ? nullptr : launch.work_dir.c_str();
+  setup.stdin_fd = null_fd;
+  setup.stdout_fd = pipe_fds[1];
+  setup.stderr_fd = err_fd;
+  setup.status_fd = status_pipe[1];
+  setup.switch_account = launch.account.has_value();
+  if (launch.account) {
+    setup.uid = launch.account->uid;
+    setup.gid = launch.account->gid;
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot fork for trainer ", launch.executable, ": ", std::strerror(errno)));
+  }
+  if (pid == 0) RunChild(setup);  // Never returns.
+  close(status_pipe[1]);
+  fds.fds.pop_back();
+  int report[2] = {0, 0};
+  size_t got = 0;
+  while (got < sizeof(report)) {
+    const ssize_t n = read(status_pipe[0], reinterpret_cast<char*>(report) + got,
+                           sizeof(report) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > 0) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const std::string as =
+        launch.account ? absl::StrCat(" as uid ", launch.account->uid, " gid ",
+                                      launch.account->gid)
+                       : "";
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot start trainer ", launch.executable, as, " in ",
+        launch.work_dir.empty() ? "the daemon's folder" : launch.work_dir, ": ",
+        got == sizeof(report) ? ChildStepName(report[0]) : "setup", ": ",
+        std::strerror(got == sizeof(report) ? report[1] : EIO)));
   }
   close(pipe_fds[1]);  // Only the child writes; EOF once it and its children are gone.
+  close(err_fd);
+  close(null_fd);
+  close(status_pipe[0]);
   fds.fds.clear();
   return std::unique_ptr<TrainerProcess>(
       new TrainerProcess(pid, pipe_fds[0], log_fd, launch.stderr_log, std::move(on_stdout_line)));

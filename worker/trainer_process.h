@@ -19,6 +19,12 @@
 
 namespace deepnet::worker {
 
+// An unprivileged account a trainer runs as (never 0).
+struct TrainerAccount {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
 struct TrainerLaunch {
   // Absolute (or PATH-relative when it has no '/') path of the program.
   std::string executable;
@@ -32,6 +38,9 @@ struct TrainerLaunch {
   std::string stdout_log;
   // The child's stderr is appended to this file (its tail becomes TrainerExitStatus::message).
   std::string stderr_log;
+  // When set, the child drops to this account (supplementary groups: gid alone) between fork
+  // and exec; needs a root daemon. Unset: it runs as the daemon.
+  std::optional<TrainerAccount> account;
 };
 
 // How a trainer ended.
@@ -46,7 +55,7 @@ struct TrainerExitStatus {
   bool stop_requested = false;
 };
 
-// A running trainer: posix_spawn()ed into its own process group (pgid == pid) with an empty
+// A running trainer: fork()ed and exec()ed into its own process group (pgid == pid) with an empty
 // signal mask, stdin from /dev/null, stdout read line by line on a reader thread of this
 // object (and teed to TrainerLaunch::stdout_log), stderr into TrainerLaunch::stderr_log.
 // When the trainer itself has been reaped, whatever is left of its group is SIGKILLed, so
@@ -63,8 +72,9 @@ class TrainerProcess {
 
   using LineCallback = std::function<void(const std::string& line)>;
 
-  // Spawns the trainer. InvalidArgument naming the path when a log cannot be opened,
-  // FailedPrecondition naming the executable when it cannot be started.
+  // Spawns the trainer. InvalidArgument naming the path when a log cannot be opened or the
+  // account is uid or gid 0, FailedPrecondition naming the executable (and the account) when it
+  // cannot be started, e.g. the account may not execute it.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<TrainerProcess>> Start(
       const TrainerLaunch& launch, LineCallback on_stdout_line);
 

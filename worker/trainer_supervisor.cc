@@ -1,16 +1,24 @@
 #include "worker/trainer_supervisor.h"
 
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "job/job_config.h"
+#include "job/job_paths.h"
+#include "storage/storage_policy.h"
 #include "worker/trainer_process.h"
 
 namespace deepnet::worker {
@@ -65,6 +73,42 @@ std::string NameOf(const std::string& assignment) {
 
 std::string Describe(const std::string& job_id, int attempt, int rank) {
   return absl::StrCat("job ", job_id, " attempt ", attempt, " rank ", rank);
+}
+
+// With an account: the attempt folder and its config.yaml readable by the trainer's group
+// (root:gid, 0750 and 0640; the logs stay the daemon's: the trainer writes them through the
+// fds it inherits), and with a storage policy, the owner's folder ROOT/users/<owner>/ created on
+// first use as theirs, mode 0700.
+absl::Status PrepareFolders(const AssignmentSpec& spec, const std::string& attempt_dir,
+                            const std::string& config_path,
+                            const std::optional<TrainerAccount>& account,
+                            const storage::StoragePolicy* policy) {
+  if (account) {
+    if (chown(attempt_dir.c_str(), 0, account->gid) != 0 || chmod(attempt_dir.c_str(), 0750) != 0 ||
+        chown(config_path.c_str(), 0, account->gid) != 0 || chmod(config_path.c_str(), 0640) != 0) {
+      return absl::InternalError(absl::StrCat("cannot hand ", attempt_dir, " to gid ",
+                                              account->gid, ": ", std::strerror(errno)));
+    }
+  }
+  if (policy == nullptr || spec.owner.empty() || spec.owner.find('/') != std::string::npos ||
+      spec.owner == "." || spec.owner == "..") {
+    return absl::OkStatus();
+  }
+  const std::string users = policy->resolved_root() + "/users";
+  const std::string folder = policy->UserFolder(spec.owner);
+  if (mkdir(users.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::InternalError(absl::StrCat("cannot create ", users, ": ", std::strerror(errno)));
+  }
+  if (mkdir(folder.c_str(), 0700) != 0) {
+    if (errno == EEXIST) return absl::OkStatus();  // The admin's or an earlier job's: left alone.
+    return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", std::strerror(errno)));
+  }
+  if (account && chown(folder.c_str(), account->uid, account->gid) != 0) {
+    return absl::InternalError(absl::StrCat("cannot give ", folder, " to uid ", account->uid,
+                                            ": ", std::strerror(errno)));
+  }
+  spdlog::info("created {} for user {}", folder, spec.owner);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -125,9 +169,67 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   return env;
 }
 
+absl::StatusOr<std::optional<TrainerAccount>> TrainerSupervisor::AccountFor(
+    const AssignmentSpec& spec) const {
+  if (!options_.switch_account) return std::optional<TrainerAccount>();
+  int64_t uid = options_.trainer_uid;
+  int64_t gid = options_.trainer_gid;
+  std::string source = "the worker's --trainer-user";
+  if (spec.uid >= 0) {
+    uid = spec.uid;
+    gid = spec.gid;
+    source = absl::StrCat("user ", spec.owner, "'s uid= in the coordinator's tokens file");
+    if (gid < 0) {
+      // No gid= given: the uid's primary group, when the passwd database knows the uid.
+      struct passwd entry {};
+      struct passwd* found = nullptr;
+      char buffer[4096];
+      if (getpwuid_r(static_cast<uid_t>(uid), &entry, buffer, sizeof(buffer), &found) == 0 &&
+          found != nullptr) {
+        gid = found->pw_gid;
+      }
+    }
+  }
+  if (uid < 0 || gid < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this worker daemon runs as root and has no account to run trainers as",
+        spec.uid >= 0 ? absl::StrCat(" (uid ", spec.uid, " of user ", spec.owner,
+                                     " has no gid: add gid= to the tokens file)")
+                      : "",
+        ": start it with --trainer-user NAME (or --trainer-uid/--trainer-gid), or give the "
+        "job owner uid=/gid= in the coordinator's tokens file; trainers never run as root"));
+  }
+  if (uid == 0 || gid == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trainers never run as uid or gid 0 (got uid ", uid, ", gid ", gid,
+                     " from ", source, ")"));
+  }
+  return std::optional<TrainerAccount>(
+      TrainerAccount{static_cast<uid_t>(uid), static_cast<gid_t>(gid)});
+}
+
+absl::Status TrainerSupervisor::CheckPaths(const AssignmentSpec& spec) const {
+  if (options_.storage_policy == nullptr) return absl::OkStatus();
+  absl::StatusOr<job::JobConfig> config = job::ParseJobConfig(spec.config_yaml, {}, "job spec");
+  if (!config.ok()) return config.status();
+  const storage::StorageUser user{spec.owner, spec.owner_teams};
+  std::vector<std::string> refusals;
+  for (const job::JobPath& path : job::JobPaths(*config)) {
+    const storage::PathAccess access =
+        path.use == job::JobPathUse::kReadFile  ? storage::PathAccess::kReadFile
+        : path.use == job::JobPathUse::kReadDir ? storage::PathAccess::kReadDir
+                                                : storage::PathAccess::kWriteDir;
+    absl::Status status = options_.storage_policy->Check(user, path.field, path.value, access);
+    if (!status.ok()) refusals.emplace_back(status.message());
+  }
+  if (refusals.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(refusals, "; "));
+}
+
 absl::Status TrainerSupervisor::StartRank(const AssignmentSpec& spec, const RankLaunch& rank,
                                           int local_rank, int local_size,
-                                          const std::string& attempt_dir) {
+                                          const std::string& attempt_dir,
+                                          const std::optional<TrainerAccount>& account) {
   const std::string stem =
       (std::filesystem::path(attempt_dir) / ("rank-" + std::to_string(rank.rank))).string();
   TrainerLaunch launch;
@@ -137,6 +239,7 @@ absl::Status TrainerSupervisor::StartRank(const AssignmentSpec& spec, const Rank
   launch.work_dir = options_.trainer_cwd;
   launch.stdout_log = stem + ".stdout.log";
   launch.stderr_log = stem + ".stderr.log";
+  launch.account = account;
   auto task = std::make_shared<Task>();
   task->rank = rank;
   task->output = std::make_shared<TaskOutput>();
@@ -193,6 +296,16 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
   const std::string attempt_dir = (std::filesystem::path(options_.work_dir) / spec.job_id /
                                    ("attempt-" + std::to_string(spec.attempt)))
                                       .string();
+  // Defence in depth: the coordinator checked the paths at SubmitJob (unless it runs with
+  // --no-check-paths or another root); they may also have changed since.
+  if (absl::Status status = CheckPaths(spec); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", status.message()));
+  }
+  absl::StatusOr<std::optional<TrainerAccount>> account = AccountFor(spec);
+  if (!account.ok()) {
+    return absl::Status(account.status().code(),
+                        absl::StrCat(what, ": ", account.status().message()));
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
   // Busy slots: held by a task of another rank (a stopping one too, until it is reaped).
@@ -212,8 +325,8 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
     return absl::InternalError(
         absl::StrCat(what, ": cannot create ", attempt_dir, ": ", ec.message()));
   }
+  const std::string config_path = attempt_dir + "/config.yaml";
   {
-    const std::string config_path = attempt_dir + "/config.yaml";
     std::ofstream config(config_path, std::ios::binary | std::ios::trunc);
     config << spec.config_yaml;
     config.close();
@@ -221,12 +334,17 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
       return absl::InternalError(absl::StrCat(what, ": cannot write ", config_path));
     }
   }
+  if (absl::Status status = PrepareFolders(spec, attempt_dir, config_path, *account,
+                                                options_.storage_policy.get());
+      !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+  }
   std::vector<TaskKey> started;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const TaskKey key{spec.job_id, spec.attempt, ranks[i].rank};
     if (tasks_.count(key) > 0) continue;  // Already running: a repeated assignment.
-    absl::Status status =
-        StartRank(spec, ranks[i], static_cast<int>(i), static_cast<int>(ranks.size()), attempt_dir);
+    absl::Status status = StartRank(spec, ranks[i], static_cast<int>(i),
+                                    static_cast<int>(ranks.size()), attempt_dir, *account);
     if (!status.ok()) {
       for (const TaskKey& k : started) tasks_.erase(k);  // ~TrainerProcess kills and reaps.
       return status;

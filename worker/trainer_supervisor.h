@@ -8,17 +8,24 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/host_resources.h"
 #include "worker/trainer_output_parser.h"
+
+namespace deepnet::storage {
+class StoragePolicy;
+}  // namespace deepnet::storage
 
 namespace deepnet::worker {
 
 class TrainerProcess;
+struct TrainerAccount;
 
 struct SupervisorOptions {
   // Path of the `deepnet` binary; started as `TRAINER train --config FILE --log-format json`.
@@ -37,6 +44,16 @@ struct SupervisorOptions {
   std::string ca_cert_file;
   std::string tls_server_name;
   std::string advertise_address;
+  // Trainers run as an unprivileged account (a root daemon sets this): the assignment's
+  // uid/gid (the owner's, from the coordinator's tokens file) or else trainer_uid/trainer_gid
+  // (--trainer-user); an assignment with neither, or with uid or gid 0, is refused. False:
+  // trainers run as the daemon itself (a non-root daemon; tests).
+  bool switch_account = false;
+  int64_t trainer_uid = -1;
+  int64_t trainer_gid = -1;
+  // --storage-root: every path of an assigned job must pass the policy for the job's owner
+  // before a trainer starts; null: paths are not checked here.
+  std::shared_ptr<const storage::StoragePolicy> storage_policy;
 };
 
 struct RankLaunch {
@@ -57,6 +74,11 @@ struct AssignmentSpec {
   std::string rendezvous_address;
   // Extra trainer environment; the DEEPNET_* variables above win over it.
   std::map<std::string, std::string> env;
+  // The job's owner and their teams (for the storage policy) and trainer account (-1: none).
+  std::string owner;
+  std::vector<std::string> owner_teams;
+  int64_t uid = -1;
+  int64_t gid = -1;
 };
 
 enum class TaskPhase { kRunning, kStopping };
@@ -142,7 +164,12 @@ class TrainerSupervisor {
   using TaskKey = std::tuple<std::string, int, int>;  // job, attempt, rank
 
   absl::Status StartRank(const AssignmentSpec& spec, const RankLaunch& rank, int local_rank,
-                         int local_size, const std::string& attempt_dir);
+                         int local_size, const std::string& attempt_dir,
+                         const std::optional<TrainerAccount>& account);
+  // The account the trainers of `spec` run as; nullopt: as the daemon.
+  absl::StatusOr<std::optional<TrainerAccount>> AccountFor(const AssignmentSpec& spec) const;
+  // The job's paths against options_.storage_policy for its owner.
+  absl::Status CheckPaths(const AssignmentSpec& spec) const;
   std::vector<std::string> TrainerEnv(const AssignmentSpec& spec, const RankLaunch& rank,
                                       int local_rank, int local_size) const;
 

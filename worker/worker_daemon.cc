@@ -60,6 +60,10 @@ AssignmentSpec FromProto(const v1::Assignment& a) {
   spec.config_yaml = a.config_yaml();
   spec.rendezvous_address = a.rendezvous_address();
   for (const auto& [name, value] : a.env()) spec.env[name] = value;
+  spec.owner = a.owner();
+  spec.owner_teams.assign(a.owner_teams().begin(), a.owner_teams().end());
+  spec.uid = a.has_uid() ? a.uid() : -1;
+  spec.gid = a.has_gid() ? a.gid() : -1;
   return spec;
 }
 

@@ -17,6 +17,7 @@
 #include "rpc/rpc_util.h"
 #include "worker/health_server.h"
 #include "worker/host_resources.h"
+#include "worker/trainer_account.h"
 #include "worker/worker_daemon.h"
 
 extern char** environ;
@@ -67,6 +68,8 @@ int main(int argc, char** argv) {
   std::string listen = "0.0.0.0:7071";
   std::string advertise_address;
   double stop_grace_s = 30.0;
+  std::string storage_root;
+  worker::TrainerAccountFlags account;
   app.add_option("--coordinator", coordinator, "Coordinator address host:port")
       ->envname("DEEPNET_COORDINATOR")
       ->required();
@@ -97,6 +100,19 @@ int main(int argc, char** argv) {
       ->envname("DEEPNET_STOP_GRACE")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
+  app.add_option("--storage-root", storage_root,
+                 "Check every job path against the storage layout under DIR before starting a "
+                 "trainer (users/<user>/, teams/<team>/); creates DIR/users/<user>/ on first use")
+      ->envname("DEEPNET_STORAGE_ROOT");
+  app.add_option("--trainer-user", account.user,
+                 "Unprivileged account trainers run as when the job's owner has no uid= in the "
+                 "tokens file (a root daemon never runs trainers as root)")
+      ->envname("DEEPNET_TRAINER_USER");
+  app.add_option("--trainer-uid", account.uid, "As --trainer-user, by number")
+      ->check(CLI::Range(int64_t{1}, int64_t{4294967294}));
+  app.add_option("--trainer-gid", account.gid,
+                 "Group of --trainer-uid (default: its primary group)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4294967294}));
   CLI11_PARSE(app, argc, argv);
 
   // Before any thread starts: SIGTERM/SIGINT are taken by sigwait() below only; trainers get
@@ -122,12 +138,36 @@ int main(int argc, char** argv) {
   if (access(sup.trainer.c_str(), X_OK) != 0) {
     return Fail("--trainer " + sup.trainer + ": not an executable file");
   }
+  if (absl::Status s = worker::ConfigureTrainerAccount(account, geteuid(), &sup); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  if (sup.switch_account && sup.trainer_uid > 0) {
+    absl::Status s = worker::CheckExecutableBy(sup.trainer, static_cast<uid_t>(sup.trainer_uid),
+                                               static_cast<gid_t>(sup.trainer_gid));
+    if (!s.ok()) return Fail("--trainer: " + std::string(s.message()));
+  }
+  if (sup.switch_account && sup.trainer_uid < 0) {
+    spdlog::warn("running as root with no --trainer-user: only jobs whose owner has uid= in the "
+                 "coordinator's tokens file can start; others are refused");
+  }
+  if (absl::Status s = worker::ConfigureStorageRoot(storage_root, &sup); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  if (storage_root.empty()) {
+    spdlog::warn("no --storage-root: job paths are not checked on this worker");
+  }
   std::error_code ec;
   sup.work_dir = std::filesystem::absolute(
                      work_dir.empty() ? "deepnet-work/" + options.worker_name : work_dir, ec)
                      .string();
   std::filesystem::create_directories(sup.work_dir, ec);
   if (ec) return Fail("--work-dir " + sup.work_dir + ": " + ec.message());
+  if (sup.switch_account && sup.trainer_uid > 0) {
+    // Trainers read their config.yaml under it.
+    absl::Status s = worker::CheckExecutableBy(sup.work_dir, static_cast<uid_t>(sup.trainer_uid),
+                                               static_cast<gid_t>(sup.trainer_gid));
+    if (!s.ok()) return Fail("--work-dir: " + std::string(s.message()));
+  }
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   std::vector<std::string> gpus =
       worker::DetectGpus("/proc/driver/nvidia/gpus",
@@ -153,6 +193,12 @@ int main(int argc, char** argv) {
   spdlog::info("deepnet-worker {} '{}': {} {} slot(s), coordinator {}, health on port {}",
                DEEPNET_VERSION, options.worker_name, sup.slots.size(),
                sup.slots.front().cuda ? "cuda" : "cpu", coordinator, port);
+  spdlog::info("trainers run as {}",
+               !sup.switch_account ? "this daemon's user"
+               : sup.trainer_uid > 0
+                   ? "the job owner's uid/gid, else uid " + std::to_string(sup.trainer_uid) +
+                         " gid " + std::to_string(sup.trainer_gid)
+                   : std::string("the job owner's uid/gid (no --trainer-user)"));
   (*worker)->Start();
 
   int received = 0;

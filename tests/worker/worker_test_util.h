@@ -39,7 +39,8 @@ class TempDir {
 };
 
 // Stands in for `deepnet train --config FILE --log-format json`. It records its arguments,
-// DEEPNET_* environment and pid under $FAKE_DIR (files ending in -RANK), prints two step lines
+// DEEPNET_* environment, pid and uid under $FAKE_DIR (files ending in -RANK), whether it could
+// write the file $FAKE_TOUCH (touch-RANK: yes/no), prints two step lines
 // and a checkpoint line like the real trainer, one stderr line, optionally starts a grandchild
 // that ignores SIGTERM ($FAKE_GRANDCHILD), then per $FAKE_MODE: "exit" ($FAKE_EXIT_CODE),
 // "kill" (SIGKILLs itself), "ignore-term" (runs until SIGKILLed), else runs until SIGTERM and
@@ -48,6 +49,10 @@ inline constexpr char kFakeTrainer[] = R"(#!/bin/sh
 echo "$*" > "$FAKE_DIR/args-$DEEPNET_RANK"
 env | grep '^DEEPNET_' | sort > "$FAKE_DIR/env-$DEEPNET_RANK"
 echo "$$" > "$FAKE_DIR/pid-$DEEPNET_RANK"
+id -u > "$FAKE_DIR/uid-$DEEPNET_RANK"
+if [ -n "$FAKE_TOUCH" ]; then
+  if (echo x > "$FAKE_TOUCH") 2>/dev/null; then echo yes; else echo no; fi > "$FAKE_DIR/touch-$DEEPNET_RANK"
+fi
 echo '{"event":"start","message":"fake trainer"}'
 echo '{"event":"step","step":10,"loss":2.5,"nll":2.25,"lr":0.001,"grad_norm":1.5,"tokens_per_s":1000.0,"update_norm":null}'
 echo '{"event":"step","step":20,"loss":2.0,"nll":1.75,"lr":0.002,"grad_norm":1.25,"tokens_per_s":1100.0,"update_norm":0.5}'
