@@ -133,7 +133,7 @@ class ControlPlaneTest : public ::testing::Test {
 TEST_F(ControlPlaneTest, GangTrainsToSuccessWithCheckpointsMetricsAndPrometheus) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
-  const std::string ckpt = cluster_.dir() + "/ckpt";
+  const std::string ckpt = cluster_.UserDir("alice") + "/ckpt";
   const v1::SubmitJobResponse submitted = Submit(JobYaml(ckpt, 30, 10), "first");
   ASSERT_TRUE(submitted.created());
   const std::string id = submitted.job().job_id();
@@ -189,7 +189,7 @@ TEST_F(ControlPlaneTest, GangTrainsToSuccessWithCheckpointsMetricsAndPrometheus)
 TEST_F(ControlPlaneTest, KilledTrainerIsRestartedFromTheLatestCheckpoint) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
-  const std::string id = Submit(JobYaml(cluster_.dir() + "/ckpt", 40, 5)).job().job_id();
+  const std::string id = Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 40, 5)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() >= 10; },
                       std::chrono::seconds(240)));
   std::map<pid_t, int> trainers = cluster_.Trainers(id);
@@ -231,7 +231,7 @@ TEST_F(ControlPlaneTest, LostWorkerDaemonsJobMovesToTheOtherWorkerAndItsTrainers
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
   const std::string id =
-      Submit(JobYaml(cluster_.dir() + "/ckpt", 200, 10, "{max_restarts: 2}", 2, 1)).job().job_id();
+      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 200, 10, "{max_restarts: 2}", 2, 1)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() >= 10; },
                       std::chrono::seconds(240)));
   const v1::Job running = Get(id);
@@ -263,7 +263,7 @@ TEST_F(ControlPlaneTest, LostWorkerDaemonsJobMovesToTheOtherWorkerAndItsTrainers
 TEST_F(ControlPlaneTest, CoordinatorKilledMidJobComesBackAndTheJobFinishes) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
-  const std::string id = Submit(JobYaml(cluster_.dir() + "/ckpt", 150, 50)).job().job_id();
+  const std::string id = Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 150, 50)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 3; }, std::chrono::seconds(240)));
   cluster_.KillCoordinator();
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -278,7 +278,7 @@ TEST_F(ControlPlaneTest, CoordinatorKilledMidJobComesBackAndTheJobFinishes) {
 TEST_F(ControlPlaneTest, CancelStopsEveryRankAndLeavesNoProcessBehind) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
-  const std::string id = Submit(JobYaml(cluster_.dir() + "/ckpt", 100000, 0)).job().job_id();
+  const std::string id = Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 2; }, std::chrono::seconds(240)));
   ASSERT_EQ(cluster_.Trainers(id).size(), 4u);
   const auto asked = std::chrono::steady_clock::now();
@@ -304,7 +304,7 @@ TEST_F(ControlPlaneTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
   ASSERT_TRUE(WaitFor([&] { return HttpGet(cluster_.metrics_port(), "/metrics").find(
                                        "deepnet_workers{state=\"ready\"} 1") != std::string::npos; },
                       std::chrono::seconds(30)));
-  const std::string ckpt = cluster_.dir() + "/ckpt";
+  const std::string ckpt = cluster_.UserDir("alice") + "/ckpt";
   const std::vector<std::pair<std::string, std::string>> bad = {
       {JobYaml(ckpt, 10, 0) + "bogus: 1\n", "bogus"},
       {JobYaml(ckpt, 0, 0), "train.max_steps"},
@@ -350,7 +350,7 @@ TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
                    cluster_.dir() + "/prometheus.log");
   cluster_.StartWorker("w1", 2);
   const std::string id =
-      Submit(JobYaml(cluster_.dir() + "/ckpt", 100000, 0, "{max_restarts: 0}", 2, 1)).job().job_id();
+      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0, "{max_restarts: 0}", 2, 1)).job().job_id();
   const std::string query = "/api/v1/query?query=deepnet_job_loss%7Bjob%3D%22" + id + "%22%7D";
   std::string answer;
   const bool found = WaitFor(
@@ -372,7 +372,7 @@ TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
 }
 
 TEST_F(ControlPlaneTest, ConcurrentRetriesWithOneIdempotencyKeyMakeOneJob) {
-  const std::string yaml = JobYaml(cluster_.dir() + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1);
+  const std::string yaml = JobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1);
   std::vector<std::thread> threads;
   std::vector<std::string> ids(8);
   std::atomic<int> created{0};
@@ -399,7 +399,7 @@ TEST_F(ControlPlaneTest, ConcurrentRetriesWithOneIdempotencyKeyMakeOneJob) {
 
 TEST_F(ControlPlaneTest, AuthenticationMatrix) {
   const std::string id =
-      Submit(JobYaml(cluster_.dir() + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1)).job().job_id();
+      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1)).job().job_id();
   ASSERT_FALSE(id.empty());
   v1::GetJobRequest get;
   get.set_job_id(id);

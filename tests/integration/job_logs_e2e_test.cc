@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cctype>
+#include <fstream>
 
 #include "tests/integration/service_cluster.h"
 
@@ -12,8 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A 1x1 job whose training data does not exist (the coordinator runs with --no-check-paths,
-// so the trainer is the one to find out, and fails).
+// A 1x1 job whose training data the trainer cannot read, so that it fails at start-up.
 std::string FailingJobYaml(const std::string& missing_tsv) {
   return "name: failing-job\n"
          "model: {encoder_layers: 1, decoder_layers: 1, d_model: 16, heads: 2, ffn_dim: 32}\n"
@@ -51,7 +53,11 @@ TEST(JobLogsEndToEndTest, OwnerReadsTheFailedTrainersStderrThroughTheCoordinator
       << cluster.Log("coordinator.1.log");
   cluster.StartWorker("node-a", 1);
   auto jobs = cluster.Jobs();
-  const std::string missing = cluster.dir() + "/no-such-train.tsv";
+  // Inside the owner's folder, so that both storage checks pass, but unreadable (mode 0000):
+  // the trainer, which never runs as root, cannot open it.
+  const std::string missing = cluster.UserDir("alice") + "/no-such-train.tsv";
+  std::ofstream(missing) << "a\tb\n";
+  chmod(missing.c_str(), 0);
 
   v1::SubmitJobRequest submit;
   submit.mutable_spec()->set_config_yaml(FailingJobYaml(missing));

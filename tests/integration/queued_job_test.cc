@@ -77,7 +77,7 @@ class QueuedJobTest : public ::testing::Test {
 
 TEST_F(QueuedJobTest, JobSubmittedBeforeItsWorkersWaitsThenRunsWhenTheyRegister) {
   v1::SubmitJobRequest request;
-  request.mutable_spec()->set_config_yaml(TinyJob(cluster_.dir() + "/ckpt"));
+  request.mutable_spec()->set_config_yaml(TinyJob(cluster_.UserDir("alice") + "/ckpt"));
   v1::SubmitJobResponse submitted;
   {
     grpc::ClientContext context;

@@ -4,6 +4,8 @@
 // The destructor stops workers (which stop their trainers), then kills anything left whose
 // command line mentions the folder, so no test leaves processes behind.
 #include <dirent.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +35,16 @@ inline constexpr char kAliceToken[] = "alice-token-0123456789";
 inline constexpr char kBobToken[] = "bob-token-0123456789ab";
 inline constexpr char kAdminToken[] = "admin-token-0123456789";
 inline constexpr char kWorkerToken[] = "worker-token-0123456789";
+
+// The unprivileged account the workers' trainers run as when the tests run as root (setup.sh's
+// deepnet-trainer, else nobody); nullopt when not root (trainers run as the test's user).
+inline std::optional<std::pair<uid_t, gid_t>> TrainerAccount() {
+  if (geteuid() != 0) return std::nullopt;
+  for (const char* name : {"deepnet-trainer", "nobody"}) {
+    if (const passwd* pw = getpwnam(name)) return std::make_pair(pw->pw_uid, pw->pw_gid);
+  }
+  return std::make_pair(uid_t{65534}, gid_t{65534});
+}
 
 // Every process whose command line mentions `needle`, except this one.
 inline std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
@@ -81,6 +94,9 @@ class ServiceCluster {
     std::string pattern =
         (std::filesystem::temp_directory_path() / "deepnet-service-XXXXXX").string();
     dir_ = mkdtemp(pattern.data()) != nullptr ? pattern : "/tmp/deepnet-service-fallback";
+    // The trainers' account must reach its work folders and storage below this one.
+    chmod(dir_.c_str(), 0711);
+    std::filesystem::create_directories(storage_root() + "/users");
     std::ofstream(dir_ + "/tokens") << "# test tokens\n"
                                     << kAliceToken << " alice\n"
                                     << kBobToken << " bob user\n"
@@ -101,6 +117,20 @@ class ServiceCluster {
   ServiceCluster& operator=(const ServiceCluster&) = delete;
 
   const std::string& dir() const { return dir_; }
+  // Whether StartWorker passes the trainer account (when root); false tests the refusal.
+  bool give_trainer_account = true;
+  // The coordinator's and workers' --storage-root (docs/OPERATIONS.md "Storage layout").
+  std::string storage_root() const { return dir_ + "/storage"; }
+  // STORAGE/users/<user>/, created as the trainers' account's (mode 0700) like a worker does.
+  std::string UserDir(const std::string& user) const {
+    const std::string path = storage_root() + "/users/" + user;
+    if (mkdir(path.c_str(), 0700) == 0) {
+      if (std::optional<std::pair<uid_t, gid_t>> account = TrainerAccount()) {
+        if (chown(path.c_str(), account->first, account->second) != 0) perror(path.c_str());
+      }
+    }
+    return path;
+  }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
@@ -115,7 +145,7 @@ class ServiceCluster {
         "127.0.0.1:" + std::to_string(grpc_port_), "--metrics-listen",
         "127.0.0.1:" + std::to_string(metrics_port_), "--db", dir_ + "/coordinator.db",
         "--tokens-file", dir_ + "/tokens", "--port-file", port_file, "--stop-grace-s", "3",
-        "--reattach-window-s", "20"};
+        "--reattach-window-s", "20", "--storage-root", storage_root()};
     args.insert(args.end(), extra.begin(), extra.end());
     coordinator_ = std::make_unique<Child>(
         args, dir_ + "/coordinator." + std::to_string(++coordinator_starts_) + ".log");
@@ -141,7 +171,13 @@ class ServiceCluster {
                                      name, "--slots", std::to_string(slots), "--work-dir",
                                      dir_ + "/work-" + name, "--trainer", DEEPNET_BINARY,
                                      "--token-file", dir_ + "/worker.token", "--listen",
-                                     "127.0.0.1:0", "--advertise-address", "127.0.0.1"};
+                                     "127.0.0.1:0", "--advertise-address", "127.0.0.1",
+                                     "--storage-root", storage_root()};
+    std::optional<std::pair<uid_t, gid_t>> account = TrainerAccount();
+    if (account && give_trainer_account) {
+      args.insert(args.end(), {"--trainer-uid", std::to_string(account->first), "--trainer-gid",
+                               std::to_string(account->second)});
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     workers_[name] = std::make_unique<Child>(args, dir_ + "/worker-" + name + ".log",
                                              std::vector<std::string>{"OPENBLAS_NUM_THREADS=1"});
