@@ -20,6 +20,11 @@
 #   DEMO_WORKER_DELAY_S  start the worker daemons this many seconds late (tests the waiting)
 #   DEMO_PORT, DEMO_METRICS_PORT  coordinator ports (default 0: any free port)
 #   BUILD_DIR (default build), RUN_DIR (default runs/l10n)
+# The service keeps its data under a storage root, RUN_DIR/storage (docs/OPERATIONS.md "Storage
+# layout"): shards in datasets/l10n/, checkpoints in users/demo/ (the token's user). Run as root,
+# the workers run trainers as the unprivileged account deepnet-trainer (created here when
+# setup.sh has not), so the build tree and RUN_DIR must be readable by it: a checkout under a
+# 0700 folder such as /root is not, and the workers then refuse to start, saying so.
 # Without network access to Debian's archive, step 1 falls back to the catalogues already in
 # /usr/share/locale. Exits non-zero unless the job SUCCEEDED and scores were printed.
 set -euo pipefail
@@ -55,12 +60,16 @@ if "$DEEPNET" data fetch-l10n; then roots+=(--root data/l10n/extracted); else
   --max-source-words 8 --drop-placeholders
 
 echo; echo "== 2. SentencePiece model and binarised shards =="
-"$DEEPNET" data prepare --corpus "$RUN_ABS/corpus" --out "$RUN_ABS/shards" \
+STORAGE="$RUN_ABS/storage"
+SHARDS="$STORAGE/datasets/l10n/shards"
+mkdir -p "$STORAGE/users" "$STORAGE/teams" "$(dirname "$SHARDS")"
+chmod 755 "$STORAGE" "$STORAGE/users" "$STORAGE/teams"
+"$DEEPNET" data prepare --corpus "$RUN_ABS/corpus" --out "$SHARDS" \
   --vocab-size "$VOCAB" --training-sentences "$SPM_SENTENCES" --max-len 32
 
 echo; echo "== 3. The service: a coordinator, two worker daemons (2 slots each) and a 2x2 job =="
 SERVICE_DIR="$RUN_ABS/service"
-CHECKPOINTS="$RUN_ABS/service-checkpoints"
+CHECKPOINTS="$STORAGE/users/demo/l10n-checkpoints"
 rm -rf "$SERVICE_DIR" "$CHECKPOINTS"
 mkdir -p "$SERVICE_DIR"
 USER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -68,9 +77,20 @@ WORKER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s demo user\n%s workers worker\n' "$USER_TOKEN" "$WORKER_TOKEN" > "$SERVICE_DIR/tokens"
 printf '%s\n' "$WORKER_TOKEN" > "$SERVICE_DIR/worker.token"
 chmod 600 "$SERVICE_DIR/tokens" "$SERVICE_DIR/worker.token"
-sed -e "s|@RUN_DIR@|$RUN_ABS|g" -e "s|max_minutes: 14|max_minutes: $MINUTES|" \
+sed -e "s|@STORAGE@|$STORAGE|g" -e "s|max_minutes: 14|max_minutes: $MINUTES|" \
   examples/l10n_service.yaml > "$SERVICE_DIR/job.yaml"
 "$DEEPNET" inspect --config "$SERVICE_DIR/job.yaml" --vocab-size "$VOCAB"
+
+# Trainers never run as root: a root demo runs them as deepnet-trainer.
+TRAINER_ACCOUNT=()
+if [ "$(id -u)" -eq 0 ]; then
+  if ! id -u deepnet-trainer >/dev/null 2>&1; then
+    useradd --system --user-group --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin deepnet-trainer
+  fi
+  TRAINER_ACCOUNT=(--trainer-user deepnet-trainer)
+  say "trainers run as deepnet-trainer (uid $(id -u deepnet-trainer))"
+fi
 
 pids=()
 stop_service() {
@@ -81,7 +101,7 @@ stop_service() {
 trap stop_service EXIT
 "$COORDINATOR" --listen "127.0.0.1:${DEMO_PORT:-0}" \
   --metrics-listen "127.0.0.1:${DEMO_METRICS_PORT:-0}" --db "$SERVICE_DIR/coordinator.db" \
-  --tokens-file "$SERVICE_DIR/tokens" --port-file "$SERVICE_DIR/ports" \
+  --tokens-file "$SERVICE_DIR/tokens" --port-file "$SERVICE_DIR/ports" --storage-root "$STORAGE" \
   > "$SERVICE_DIR/coordinator.log" 2>&1 &
 pids+=($!)
 # The port file appears once the coordinator serves (it is written atomically).
@@ -100,7 +120,8 @@ for w in 1 2; do
     if [ "$WORKER_DELAY" != 0 ]; then sleep "$WORKER_DELAY"; fi
     exec "$WORKER" --coordinator "127.0.0.1:$PORT" --name "demo-w$w" \
       --slots 2 --work-dir "$SERVICE_DIR/w$w" --trainer "$TRAINER" \
-      --token-file "$SERVICE_DIR/worker.token" --listen 127.0.0.1:0
+      --token-file "$SERVICE_DIR/worker.token" --listen 127.0.0.1:0 \
+      --storage-root "$STORAGE" "${TRAINER_ACCOUNT[@]}"
   ) > "$SERVICE_DIR/worker-$w.log" 2>&1 &
   pids+=($!)
 done

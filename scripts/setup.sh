@@ -5,6 +5,8 @@
 #
 #   bash scripts/setup.sh            # install + build into ./build
 #   BUILD_DIR=out bash scripts/setup.sh
+# Run as root, it also creates the unprivileged account `deepnet-trainer` (no login, no home)
+# that root worker daemons run trainers as (deepnet-worker --trainer-user deepnet-trainer).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -46,6 +48,13 @@ case "$blas" in
   *openblas*) ;;
   *) echo "[setup] warning: libblas.so.3 is $blas, not OpenBLAS: matrix products will be slow" >&2 ;;
 esac
+
+# The account trainers run as under a root worker daemon (docs/OPERATIONS.md, "Storage layout").
+if [ "$(id -u)" -eq 0 ] && ! id -u deepnet-trainer >/dev/null 2>&1; then
+  useradd --system --user-group --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin deepnet-trainer
+  echo "[setup] created the unprivileged account deepnet-trainer (uid $(id -u deepnet-trainer))"
+fi
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # Paths under the checkout are hashed relative to it, so a fresh clone in another folder (as CI
