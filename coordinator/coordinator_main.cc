@@ -75,6 +75,13 @@ int Run(const Flags& flags) {
       flags.tokens_file.empty() ? absl::StatusOr<std::unique_ptr<Authenticator>>(Authenticator::Open())
                                 : Authenticator::Load(flags.tokens_file);
   if (!auth.ok()) return Fail(absl::StrCat("--tokens-file: ", auth.status().message()));
+  std::shared_ptr<const storage::StoragePolicy> storage_policy;
+  if (!flags.storage_root.empty()) {
+    absl::StatusOr<storage::StoragePolicy> policy =
+        storage::StoragePolicy::Create(flags.storage_root, "--storage-root");
+    if (!policy.ok()) return Fail(std::string(policy.status().message()));
+    storage_policy = std::make_shared<const storage::StoragePolicy>(*std::move(policy));
+  }
   if ((*auth)->open()) {
     spdlog::warn("no --tokens-file: every caller is an anonymous admin (set one in production)");
   }
@@ -110,12 +117,8 @@ int Run(const Flags& flags) {
   options.cluster_slots = flags.cluster_slots;
   options.scheduler.max_overtakes = flags.max_overtakes;
   options.spec_check.check_paths = !flags.no_check_paths;
-  if (!flags.storage_root.empty()) {
-    absl::StatusOr<storage::StoragePolicy> policy =
-        storage::StoragePolicy::Create(flags.storage_root, "--storage-root");
-    if (!policy.ok()) return Fail(std::string(policy.status().message()));
-    options.spec_check.storage_policy =
-        std::make_shared<const storage::StoragePolicy>(*std::move(policy));
+  options.spec_check.storage_policy = storage_policy;
+  if (storage_policy != nullptr) {
     spdlog::info("storage root {}: job paths must lie under it (users/<user>/, teams/<team>/){}",
                  flags.storage_root,
                  flags.no_check_paths ? "; --no-check-paths: only the workers check them" : "");

@@ -24,7 +24,7 @@
 # layout"): shards in datasets/l10n/, checkpoints in users/demo/ (the token's user). Run as root,
 # the workers run trainers as the unprivileged account deepnet-trainer (created here when
 # setup.sh has not), so the build tree and RUN_DIR must be readable by it: a checkout under a
-# 0700 folder such as /root is not, and the workers then refuse to start, saying so.
+# 0700 folder such as /root is not, and the demo stops at step 3 saying so (clone elsewhere).
 # Without network access to Debian's archive, step 1 falls back to the catalogues already in
 # /usr/share/locale. Exits non-zero unless the job SUCCEEDED and scores were printed.
 set -euo pipefail
@@ -90,6 +90,14 @@ if [ "$(id -u)" -eq 0 ]; then
   fi
   TRAINER_ACCOUNT=(--trainer-user deepnet-trainer)
   say "trainers run as deepnet-trainer (uid $(id -u deepnet-trainer))"
+  # The account must reach the trainer binary and the run folder: a checkout under a 0700
+  # folder (e.g. /root) cannot be used by it; say so now rather than through the workers' logs.
+  if command -v setpriv >/dev/null; then
+    for path in "$TRAINER" "$RUN_ABS"; do
+      setpriv --reuid deepnet-trainer --regid deepnet-trainer --clear-groups test -x "$path" ||
+        die "$path is not reachable by the account deepnet-trainer (is the checkout under a 0700 folder such as /root? clone it elsewhere, e.g. /opt or /srv, or give every folder above it o+x)"
+    done
+  fi
 fi
 
 pids=()
