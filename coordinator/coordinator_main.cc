@@ -123,8 +123,9 @@ int Run(const Flags& flags) {
                  flags.storage_root,
                  flags.no_check_paths ? "; --no-check-paths: only the workers check them" : "");
   } else {
-    spdlog::warn("no --storage-root: job paths are not confined (any path the workers can reach "
-                 "is accepted; set one on a shared service)");
+    spdlog::warn(
+        "no --storage-root: job paths are not confined (any path the workers can reach "
+        "is accepted; set one on a shared service)");
   }
   options.accounts = auth->get();
   // The rendezvous address needs the bound port: it is set once the server has started, before

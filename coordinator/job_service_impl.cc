@@ -54,7 +54,8 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
     return ToGrpc(absl::InvalidArgumentError(
         absl::StrCat("idempotency_key: longer than ", kMaxIdempotencyKey, " characters")));
   }
-  absl::StatusOr<JobSpecInfo> spec = coordinator_.ParseSpec(yaml, principal->user, principal->teams);
+  absl::StatusOr<JobSpecInfo> spec =
+      coordinator_.ParseSpec(yaml, principal->user, principal->teams);
   if (!spec.ok()) return ToGrpc(spec.status());
   // The other JobSpec fields are output only: whatever the client sent there is ignored.
   if (request->validate_only()) {

@@ -66,18 +66,17 @@ absl::StatusOr<StoragePolicy> StoragePolicy::Create(const std::string& root,
                                                     absl::string_view flag) {
   std::vector<std::string> parts;
   if (!SplitAbsolute(root, &parts)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, ": must be an absolute path without '..' (got '", Echo(root), "')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": must be an absolute path without '..' (got '", Echo(root), "')"));
   }
   std::string resolved;
   if (!RealPath(root, &resolved)) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", Echo(root), ": ",
-                                                   std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": ", Echo(root), ": ", std::strerror(errno)));
   }
   struct stat st {};
   if (stat(resolved.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": ", Echo(root), " is not a directory"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", Echo(root), " is not a directory"));
   }
   return StoragePolicy(JoinAbsolute(parts, parts.size()), resolved);
 }
@@ -152,9 +151,9 @@ std::string StoragePolicy::Refusal(const StorageUser& user, const std::string& p
   if (Allowed(user, path, access)) return "";
   const std::string& root = root_;
   std::string rule;
-  const std::string except = absl::StrCat(
-      "anywhere under ", root, "/ except ", root, "/users/<other user>/ and ", root,
-      "/teams/<team>/ of teams ", user.name, " is not in");
+  const std::string except =
+      absl::StrCat("anywhere under ", root, "/ except ", root, "/users/<other user>/ and ", root,
+                   "/teams/<team>/ of teams ", user.name, " is not in");
   switch (access) {
     case PathAccess::kReadFile:
       rule = absl::StrCat("must be an existing regular file that user ", user.name,

@@ -71,14 +71,16 @@ absl::Status ConfigureTrainerAccount(const TrainerAccountFlags& flags, uid_t dae
     return absl::InvalidArgumentError("--trainer-gid: needs --trainer-uid");
   }
   if (uid == 0 || gid == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": trainers never run as root (uid ", uid, ", gid ", gid, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": trainers never run as root (uid ", uid, ", gid ", gid, ")"));
   }
   if (daemon_euid != 0) {
     if (uid >= 0 && static_cast<uid_t>(uid) != daemon_euid) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": only a daemon running as root can start trainers as another account (this "
-                "one runs as uid ", daemon_euid, " and runs its trainers as itself)"));
+          what,
+          ": only a daemon running as root can start trainers as another account (this "
+          "one runs as uid ",
+          daemon_euid, " and runs its trainers as itself)"));
     }
     supervisor->switch_account = false;
     return absl::OkStatus();

@@ -25,7 +25,8 @@ struct TrainerAccountFlags {
 // INVALID_ARGUMENT naming the flag for an unknown user, uid or gid 0, a gid missing, both forms
 // given, or an account a non-root daemon cannot take.
 [[nodiscard]] absl::Status ConfigureTrainerAccount(const TrainerAccountFlags& flags,
-                                                   uid_t daemon_euid, SupervisorOptions* supervisor);
+                                                   uid_t daemon_euid,
+                                                   SupervisorOptions* supervisor);
 
 // FAILED_PRECONDITION naming the account when it cannot execute `path` (a file) or search it
 // (a folder), e.g. under a 0700 folder; checked in a child that takes the account. Needs root.

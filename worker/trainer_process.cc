@@ -82,15 +82,24 @@ enum ChildStep : int {
 
 const char* ChildStepName(int step) {
   switch (step) {
-    case kStepProcessGroup: return "setpgid";
-    case kStepSignals: return "signal setup";
-    case kStepFds: return "dup2 of stdin/stdout/stderr";
-    case kStepChdir: return "chdir";
-    case kStepGroups: return "setgroups";
-    case kStepGid: return "setresgid";
-    case kStepUid: return "setresuid";
-    case kStepExec: return "exec";
-    default: return "setup";
+    case kStepProcessGroup:
+      return "setpgid";
+    case kStepSignals:
+      return "signal setup";
+    case kStepFds:
+      return "dup2 of stdin/stdout/stderr";
+    case kStepChdir:
+      return "chdir";
+    case kStepGroups:
+      return "setgroups";
+    case kStepGid:
+      return "setresgid";
+    case kStepUid:
+      return "setresuid";
+    case kStepExec:
+      return "exec";
+    default:
+      return "setup";
   }
 }
 
@@ -189,9 +198,9 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(const Trai
   }
   fds.fds.push_back(null_fd);
   if (launch.account && (launch.account->uid == 0 || launch.account->gid == 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "trainers never run as uid or gid 0 (got uid ", launch.account->uid, ", gid ",
-        launch.account->gid, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("trainers never run as uid or gid 0 (got uid ",
+                                                   launch.account->uid, ", gid ",
+                                                   launch.account->gid, ")"));
   }
   std::string executable = launch.executable;
   if (executable.find('/') == std::string::npos) {
@@ -242,8 +251,8 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(const Trai
   int report[2] = {0, 0};
   size_t got = 0;
   while (got < sizeof(report)) {
-    const ssize_t n = read(status_pipe[0], reinterpret_cast<char*>(report) + got,
-                           sizeof(report) - got);
+    const ssize_t n =
+        read(status_pipe[0], reinterpret_cast<char*>(report) + got, sizeof(report) - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<size_t>(n);
@@ -253,14 +262,13 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(const Trai
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     const std::string as =
-        launch.account ? absl::StrCat(" as uid ", launch.account->uid, " gid ",
-                                      launch.account->gid)
+        launch.account ? absl::StrCat(" as uid ", launch.account->uid, " gid ", launch.account->gid)
                        : "";
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot start trainer ", launch.executable, as, " in ",
-        launch.work_dir.empty() ? "the daemon's folder" : launch.work_dir, ": ",
-        got == sizeof(report) ? ChildStepName(report[0]) : "setup", ": ",
-        std::strerror(got == sizeof(report) ? report[1] : EIO)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot start trainer ", launch.executable, as, " in ",
+                     launch.work_dir.empty() ? "the daemon's folder" : launch.work_dir, ": ",
+                     got == sizeof(report) ? ChildStepName(report[0]) : "setup", ": ",
+                     std::strerror(got == sizeof(report) ? report[1] : EIO)));
   }
   close(pipe_fds[1]);  // Only the child writes; EOF once it and its children are gone.
   close(err_fd);

@@ -86,8 +86,8 @@ absl::Status PrepareFolders(const AssignmentSpec& spec, const std::string& attem
   if (account) {
     if (chown(attempt_dir.c_str(), 0, account->gid) != 0 || chmod(attempt_dir.c_str(), 0750) != 0 ||
         chown(config_path.c_str(), 0, account->gid) != 0 || chmod(config_path.c_str(), 0640) != 0) {
-      return absl::InternalError(absl::StrCat("cannot hand ", attempt_dir, " to gid ",
-                                              account->gid, ": ", std::strerror(errno)));
+      return absl::InternalError(absl::StrCat("cannot hand ", attempt_dir, " to gid ", account->gid,
+                                              ": ", std::strerror(errno)));
     }
   }
   if (policy == nullptr || spec.owner.empty() || spec.owner.find('/') != std::string::npos ||
@@ -104,8 +104,8 @@ absl::Status PrepareFolders(const AssignmentSpec& spec, const std::string& attem
     return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", std::strerror(errno)));
   }
   if (account && chown(folder.c_str(), account->uid, account->gid) != 0) {
-    return absl::InternalError(absl::StrCat("cannot give ", folder, " to uid ", account->uid,
-                                            ": ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot give ", folder, " to uid ", account->uid, ": ", std::strerror(errno)));
   }
   spdlog::info("created {} for user {}", folder, spec.owner);
   return absl::OkStatus();
@@ -200,9 +200,8 @@ absl::StatusOr<std::optional<TrainerAccount>> TrainerSupervisor::AccountFor(
         "job owner uid=/gid= in the coordinator's tokens file; trainers never run as root"));
   }
   if (uid == 0 || gid == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("trainers never run as uid or gid 0 (got uid ", uid, ", gid ", gid,
-                     " from ", source, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "trainers never run as uid or gid 0 (got uid ", uid, ", gid ", gid, " from ", source, ")"));
   }
   return std::optional<TrainerAccount>(
       TrainerAccount{static_cast<uid_t>(uid), static_cast<gid_t>(gid)});
@@ -334,8 +333,8 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
       return absl::InternalError(absl::StrCat(what, ": cannot write ", config_path));
     }
   }
-  if (absl::Status status = PrepareFolders(spec, attempt_dir, config_path, *account,
-                                                options_.storage_policy.get());
+  if (absl::Status status =
+          PrepareFolders(spec, attempt_dir, config_path, *account, options_.storage_policy.get());
       !status.ok()) {
     return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
   }

@@ -147,8 +147,9 @@ int main(int argc, char** argv) {
     if (!s.ok()) return Fail("--trainer: " + std::string(s.message()));
   }
   if (sup.switch_account && sup.trainer_uid < 0) {
-    spdlog::warn("running as root with no --trainer-user: only jobs whose owner has uid= in the "
-                 "coordinator's tokens file can start; others are refused");
+    spdlog::warn(
+        "running as root with no --trainer-user: only jobs whose owner has uid= in the "
+        "coordinator's tokens file can start; others are refused");
   }
   if (absl::Status s = worker::ConfigureStorageRoot(storage_root, &sup); !s.ok()) {
     return Fail(std::string(s.message()));

@@ -22,8 +22,8 @@ namespace deepnet::coordinator {
 namespace {
 
 namespace v1 = deepnet::v1;
-using ::testing::HasSubstr;
 using testing::CoordinatorTest;
+using ::testing::HasSubstr;
 using testing::TempDir;
 
 constexpr const char* kAlice = "alice-token-0123456789";
@@ -34,8 +34,8 @@ class StorageSubmitTest : public CoordinatorTest {
   void SetUp() override {
     CoordinatorTest::SetUp();
     root_ = dir_ / "storage";
-    for (const char* d : {"users/alice/runs", "users/bob/runs", "teams/nlp", "teams/vision",
-                          "datasets"}) {
+    for (const char* d :
+         {"users/alice/runs", "users/bob/runs", "teams/nlp", "teams/vision", "datasets"}) {
       std::filesystem::create_directories(root_ + "/" + d);
     }
     std::ofstream(root_ + "/datasets/train.tsv") << "a\tb\n";
@@ -107,18 +107,18 @@ TEST_F(StorageSubmitTest, OwnAndTeamFoldersAreAccepted) {
 }
 
 TEST_F(StorageSubmitTest, EscapesAreInvalidArgumentNamingTheFieldAndTheRule) {
-  for (const std::string& dir : std::vector<std::string>
-       {root_ + "/users/bob/runs", root_ + "/users/bob/missing", root_ + "/users/alice/../bob",
-        root_ + "//users//bob/", root_ + "/teams/vision/x", root_ + "/datasets", "/",
-        "/etc", "/root", "/proc/self", dir_.path()}) {
+  for (const std::string& dir : std::vector<std::string>{
+           root_ + "/users/bob/runs", root_ + "/users/bob/missing", root_ + "/users/alice/../bob",
+           root_ + "//users//bob/", root_ + "/teams/vision/x", root_ + "/datasets", "/", "/etc",
+           "/root", "/proc/self", dir_.path()}) {
     const grpc::Status status = Submit(Checkpoint(dir));
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << dir;
-    EXPECT_THAT(status.error_message(),
-                HasSubstr("checkpoint.dir: refused by the storage policy"))
+    EXPECT_THAT(status.error_message(), HasSubstr("checkpoint.dir: refused by the storage policy"))
         << dir;
   }
-  for (const std::string& path : std::vector<std::string>{root_ + "/users/bob/secret.tsv", "/etc/shadow", "/dev/zero",
-                                 root_ + "/users/alice/fifo", dir_ / "tokens"}) {
+  for (const std::string& path :
+       std::vector<std::string>{root_ + "/users/bob/secret.tsv", "/etc/shadow", "/dev/zero",
+                                root_ + "/users/alice/fifo", dir_ / "tokens"}) {
     const grpc::Status status = Submit(Tsv(path));
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
     EXPECT_THAT(status.error_message(), HasSubstr("data.train_path: refused by the storage"))

@@ -231,7 +231,9 @@ TEST_F(ControlPlaneTest, LostWorkerDaemonsJobMovesToTheOtherWorkerAndItsTrainers
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
   const std::string id =
-      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 200, 10, "{max_restarts: 2}", 2, 1)).job().job_id();
+      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 200, 10, "{max_restarts: 2}", 2, 1))
+          .job()
+          .job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() >= 10; },
                       std::chrono::seconds(240)));
   const v1::Job running = Get(id);
@@ -263,7 +265,8 @@ TEST_F(ControlPlaneTest, LostWorkerDaemonsJobMovesToTheOtherWorkerAndItsTrainers
 TEST_F(ControlPlaneTest, CoordinatorKilledMidJobComesBackAndTheJobFinishes) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
-  const std::string id = Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 150, 50)).job().job_id();
+  const std::string id =
+      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 150, 50)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 3; }, std::chrono::seconds(240)));
   cluster_.KillCoordinator();
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -278,7 +281,8 @@ TEST_F(ControlPlaneTest, CoordinatorKilledMidJobComesBackAndTheJobFinishes) {
 TEST_F(ControlPlaneTest, CancelStopsEveryRankAndLeavesNoProcessBehind) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
-  const std::string id = Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0)).job().job_id();
+  const std::string id =
+      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 2; }, std::chrono::seconds(240)));
   ASSERT_EQ(cluster_.Trainers(id).size(), 4u);
   const auto asked = std::chrono::steady_clock::now();
@@ -350,7 +354,9 @@ TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
                    cluster_.dir() + "/prometheus.log");
   cluster_.StartWorker("w1", 2);
   const std::string id =
-      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0, "{max_restarts: 0}", 2, 1)).job().job_id();
+      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0, "{max_restarts: 0}", 2, 1))
+          .job()
+          .job_id();
   const std::string query = "/api/v1/query?query=deepnet_job_loss%7Bjob%3D%22" + id + "%22%7D";
   std::string answer;
   const bool found = WaitFor(
@@ -372,7 +378,8 @@ TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
 }
 
 TEST_F(ControlPlaneTest, ConcurrentRetriesWithOneIdempotencyKeyMakeOneJob) {
-  const std::string yaml = JobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1);
+  const std::string yaml =
+      JobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1);
   std::vector<std::thread> threads;
   std::vector<std::string> ids(8);
   std::atomic<int> created{0};
@@ -399,7 +406,9 @@ TEST_F(ControlPlaneTest, ConcurrentRetriesWithOneIdempotencyKeyMakeOneJob) {
 
 TEST_F(ControlPlaneTest, AuthenticationMatrix) {
   const std::string id =
-      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1)).job().job_id();
+      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1))
+          .job()
+          .job_id();
   ASSERT_FALSE(id.empty());
   v1::GetJobRequest get;
   get.set_job_id(id);

@@ -145,7 +145,8 @@ class ServiceCluster {
         "127.0.0.1:" + std::to_string(grpc_port_), "--metrics-listen",
         "127.0.0.1:" + std::to_string(metrics_port_), "--db", dir_ + "/coordinator.db",
         "--tokens-file", dir_ + "/tokens", "--port-file", port_file, "--stop-grace-s", "3",
-        "--reattach-window-s", "20", "--storage-root", storage_root()};
+        "--reattach-window-s", "20"};
+    args.insert(args.end(), {"--storage-root", storage_root()});
     args.insert(args.end(), extra.begin(), extra.end());
     coordinator_ = std::make_unique<Child>(
         args, dir_ + "/coordinator." + std::to_string(++coordinator_starts_) + ".log");
@@ -171,8 +172,8 @@ class ServiceCluster {
                                      name, "--slots", std::to_string(slots), "--work-dir",
                                      dir_ + "/work-" + name, "--trainer", DEEPNET_BINARY,
                                      "--token-file", dir_ + "/worker.token", "--listen",
-                                     "127.0.0.1:0", "--advertise-address", "127.0.0.1",
-                                     "--storage-root", storage_root()};
+                                     "127.0.0.1:0", "--advertise-address", "127.0.0.1"};
+    args.insert(args.end(), {"--storage-root", storage_root()});
     std::optional<std::pair<uid_t, gid_t>> account = TrainerAccount();
     if (account && give_trainer_account) {
       args.insert(args.end(), {"--trainer-uid", std::to_string(account->first), "--trainer-gid",

@@ -67,8 +67,8 @@ TEST_F(StorageServiceTest, WorkerRefusesAnAssignmentWhosePathsEscape) {
   jobs_ = cluster_.Jobs();
   cluster_.StartWorker("w1", 1);
   const std::string id = Submit(TinyJob(cluster_.UserDir("bob") + "/ckpt", 10, 0));
-  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_FAILED)) << Get(id).DebugString()
-                                                   << cluster_.Log("worker-w1.log");
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_FAILED))
+      << Get(id).DebugString() << cluster_.Log("worker-w1.log");
   const v1::Job job = Get(id);
   EXPECT_THAT(job.message(), HasSubstr("checkpoint.dir: refused by the storage policy"));
   EXPECT_EQ(job.attempt(), 1);
@@ -79,8 +79,8 @@ TEST_F(StorageServiceTest, WorkerRefusesAnAssignmentWhosePathsEscape) {
 TEST_F(StorageServiceTest, CoordinatorRefusesEscapesAtSubmit) {
   ASSERT_TRUE(cluster_.StartCoordinator()) << cluster_.Log("coordinator.1.log");
   jobs_ = cluster_.Jobs();
-  for (const std::string& dir : {cluster_.UserDir("bob") + "/ckpt", cluster_.dir() + "/ckpt",
-                                 std::string("/root/ckpt")}) {
+  for (const std::string& dir :
+       {cluster_.UserDir("bob") + "/ckpt", cluster_.dir() + "/ckpt", std::string("/root/ckpt")}) {
     v1::SubmitJobRequest request;
     request.mutable_spec()->set_config_yaml(TinyJob(dir, 10, 0));
     v1::SubmitJobResponse response;
@@ -100,8 +100,8 @@ TEST_F(StorageServiceTest, TrainersRunAsTheTrainerAccount) {
   cluster_.StartWorker("w1", 1);
   const std::string ckpt = cluster_.UserDir("alice") + "/ckpt";
   const std::string id = Submit(TinyJob(ckpt, 100000, 2));
-  ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() > 0; },
-                      std::chrono::seconds(180)))
+  ASSERT_TRUE(
+      WaitFor([&] { return Get(id).latest_checkpoint_step() > 0; }, std::chrono::seconds(180)))
       << Get(id).DebugString() << cluster_.Log("worker-w1.log");
   const std::optional<std::pair<uid_t, gid_t>> account = TrainerAccount();
   const uid_t expected = account ? account->first : geteuid();

@@ -135,7 +135,7 @@ TEST_F(StoragePolicyTest, OnlyRegularFilesAndDirectories) {
   EXPECT_FALSE(Write(fifo).ok());
   fs::create_symlink("/dev/zero", root_ + "/users/alice/zero");
   EXPECT_FALSE(Read(root_ + "/users/alice/zero").ok());
-  EXPECT_FALSE(Read(root_ + "/users/alice/runs").ok());      // A directory is not a file.
+  EXPECT_FALSE(Read(root_ + "/users/alice/runs").ok());  // A directory is not a file.
   EXPECT_FALSE(ReadDir(root_ + "/users/alice/train.tsv").ok());
   EXPECT_FALSE(Write(root_ + "/users/alice/train.tsv").ok());
   EXPECT_FALSE(Write(root_ + "/users/alice/train.tsv/sub").ok());
@@ -168,12 +168,15 @@ TEST_F(StoragePolicyTest, RootMayBeReachedThroughALink) {
   fs::create_directory_symlink(root_, link);
   absl::StatusOr<StoragePolicy> policy = StoragePolicy::Create(link, "--storage-root");
   ASSERT_TRUE(policy.ok()) << policy.status();
-  EXPECT_TRUE(policy->Check(alice_, "checkpoint.dir", link + "/users/alice/runs",
-                            PathAccess::kWriteDir).ok());
-  EXPECT_TRUE(policy->Check(alice_, "checkpoint.dir", root_ + "/users/alice/runs",
-                            PathAccess::kWriteDir).ok());
-  EXPECT_FALSE(policy->Check(alice_, "checkpoint.dir", link + "/users/bob/runs",
-                             PathAccess::kWriteDir).ok());
+  EXPECT_TRUE(
+      policy->Check(alice_, "checkpoint.dir", link + "/users/alice/runs", PathAccess::kWriteDir)
+          .ok());
+  EXPECT_TRUE(
+      policy->Check(alice_, "checkpoint.dir", root_ + "/users/alice/runs", PathAccess::kWriteDir)
+          .ok());
+  EXPECT_FALSE(
+      policy->Check(alice_, "checkpoint.dir", link + "/users/bob/runs", PathAccess::kWriteDir)
+          .ok());
 }
 
 TEST(StoragePolicyCreateTest, RootMustBeAnAbsoluteExistingDirectory) {

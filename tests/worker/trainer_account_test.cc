@@ -130,9 +130,8 @@ TEST_F(TrainerAccountTest, AnAccountOfUidZeroIsRefused) {
 
 TEST_F(TrainerAccountTest, WorkerRefusesPathsThatEscapeTheStorageRoot) {
   UseStorageRoot();
-  for (const std::string& dir :
-       {root_ + "/users/bob/runs", root_ + "/users/alice/../bob/runs", std::string("/etc"),
-        root_ + "/datasets"}) {
+  for (const std::string& dir : {root_ + "/users/bob/runs", root_ + "/users/alice/../bob/runs",
+                                 std::string("/etc"), root_ + "/datasets"}) {
     const absl::Status status = Supervisor().Assign(Spec("checkpoint: {dir: '" + dir + "'}\n"));
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << dir;
     EXPECT_THAT(std::string(status.message()),
@@ -148,9 +147,9 @@ TEST_F(TrainerAccountTest, WorkerRefusesPathsThatEscapeTheStorageRoot) {
 
 TEST_F(TrainerAccountTest, OwnPathsStartAndTheUsersFolderIsCreatedPrivate) {
   UseStorageRoot();
-  ASSERT_TRUE(
-      Supervisor().Assign(Spec("checkpoint: {dir: '" + root_ + "/users/carol/runs/a'}\n", "carol"))
-          .ok());
+  ASSERT_TRUE(Supervisor()
+                  .Assign(Spec("checkpoint: {dir: '" + root_ + "/users/carol/runs/a'}\n", "carol"))
+                  .ok());
   EXPECT_EQ(Supervisor().size(), 1u);
   struct stat st {};
   ASSERT_EQ(stat((root_ + "/users/carol").c_str(), &st), 0);
@@ -175,8 +174,8 @@ TEST_F(TrainerAccountTest, TrainerRunsAsTheUnprivilegedAccount) {
   spec.env["FAKE_TOUCH"] = root_ + "/users/bob/intruder";
   ASSERT_TRUE(Supervisor().Assign(spec).ok());
   ASSERT_TRUE(testing::WaitUntil([&] { return testing::PidIn(fake_dir_ + "/pid-0") > 0; }));
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return !testing::ReadFile(fake_dir_ + "/touch-0").empty(); }));
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return !testing::ReadFile(fake_dir_ + "/touch-0").empty(); }));
   const pid_t pid = testing::PidIn(fake_dir_ + "/pid-0");
   const std::string status = testing::ReadFile("/proc/" + std::to_string(pid) + "/status");
   const std::string ids = std::to_string(uid) + "\t" + std::to_string(uid) + "\t" +
@@ -189,6 +188,29 @@ TEST_F(TrainerAccountTest, TrainerRunsAsTheUnprivilegedAccount) {
   ASSERT_EQ(stat((root_ + "/users/dave").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, uid);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+// Root only: a trainer binary under a 0700 folder is refused at startup, naming the account.
+TEST_F(TrainerAccountTest, ABinaryTheAccountCannotReachIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch accounts";
+  const std::string hidden = dir_.path() + "/private";
+  std::filesystem::create_directories(hidden);
+  chmod(hidden.c_str(), 0700);
+  const std::string trainer = testing::WriteFakeTrainer(hidden);
+  const absl::Status status = CheckExecutableBy(trainer, 60001, 60001);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("uid 60001"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("0700"));
+  EXPECT_TRUE(CheckExecutableBy(options_.trainer, 60001, 60001).ok());
+  // And a trainer that cannot be executed by the account fails to start, saying so.
+  options_.trainer = trainer;
+  options_.switch_account = true;
+  options_.trainer_uid = 60001;
+  options_.trainer_gid = 60001;
+  const absl::Status start = Supervisor().Assign(Spec("name: t\n"));
+  EXPECT_EQ(start.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(start.message()), HasSubstr("as uid 60001 gid 60001"));
+  EXPECT_THAT(std::string(start.message()), HasSubstr("exec: Permission denied"));
 }
 
 TEST_F(TrainerAccountTest, TheOwnersUidFromTheTokensFileWins) {
