@@ -122,6 +122,32 @@ TEST_F(StorageServiceTest, TrainersRunAsTheTrainerAccount) {
   EXPECT_TRUE(WaitState(id, v1::JOB_STATE_CANCELLED));
 }
 
+// The owner's uid=/gid= in the tokens file reach the worker with the assignment and win over
+// the worker's own trainer account (root only).
+TEST_F(StorageServiceTest, TrainersRunAsTheOwnersUidFromTheTokensFile) {
+  if (geteuid() != 0) GTEST_SKIP() << "only a root daemon switches accounts";
+  std::ofstream(cluster_.dir() + "/tokens") << kAliceToken << " alice user uid=60005 gid=60006\n"
+                                            << kWorkerToken << " workers worker\n";
+  const std::string home = cluster_.storage_root() + "/users/alice";
+  ASSERT_EQ(mkdir(home.c_str(), 0700), 0);
+  ASSERT_EQ(chown(home.c_str(), 60005, 60006), 0);
+  ASSERT_TRUE(cluster_.StartCoordinator()) << cluster_.Log("coordinator.1.log");
+  jobs_ = cluster_.Jobs();
+  cluster_.StartWorker("w1", 1);
+  const std::string id = Submit(TinyJob(home + "/ckpt", 100000, 2));
+  ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() > 0; },
+                      std::chrono::seconds(180)))
+      << Get(id).DebugString() << cluster_.Log("worker-w1.log");
+  const std::map<pid_t, int> trainers = cluster_.Trainers(id);
+  ASSERT_EQ(trainers.size(), 1u);
+  const std::string status = Slurp("/proc/" + std::to_string(trainers.begin()->first) + "/status");
+  EXPECT_THAT(status, HasSubstr("Uid:\t60005\t60005\t60005\t60005")) << status;
+  EXPECT_THAT(status, HasSubstr("Gid:\t60006\t60006\t60006\t60006")) << status;
+  struct stat st {};
+  ASSERT_EQ(stat((home + "/ckpt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 60005u);
+}
+
 // A root worker daemon with no trainer account (and no uid= for the owner) starts nothing and
 // says why.
 TEST_F(StorageServiceTest, RootWorkerWithoutATrainerAccountRefusesToStartTrainers) {
