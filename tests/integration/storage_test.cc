@@ -135,8 +135,8 @@ TEST_F(StorageServiceTest, TrainersRunAsTheOwnersUidFromTheTokensFile) {
   jobs_ = cluster_.Jobs();
   cluster_.StartWorker("w1", 1);
   const std::string id = Submit(TinyJob(home + "/ckpt", 100000, 2));
-  ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() > 0; },
-                      std::chrono::seconds(180)))
+  ASSERT_TRUE(
+      WaitFor([&] { return Get(id).latest_checkpoint_step() > 0; }, std::chrono::seconds(180)))
       << Get(id).DebugString() << cluster_.Log("worker-w1.log");
   const std::map<pid_t, int> trainers = cluster_.Trainers(id);
   ASSERT_EQ(trainers.size(), 1u);
