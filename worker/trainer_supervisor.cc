@@ -324,6 +324,12 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
     return absl::InternalError(
         absl::StrCat(what, ": cannot create ", attempt_dir, ": ", ec.message()));
   }
+  // Closed to everyone but the daemon until PrepareFolders opens it to the trainer's group, so
+  // that no other local account can open config.yaml while it is being written.
+  if (account->has_value() && chmod(attempt_dir.c_str(), 0700) != 0) {
+    return absl::InternalError(
+        absl::StrCat(what, ": cannot chmod ", attempt_dir, ": ", std::strerror(errno)));
+  }
   const std::string config_path = attempt_dir + "/config.yaml";
   {
     std::ofstream config(config_path, std::ios::binary | std::ios::trunc);
