@@ -110,6 +110,8 @@ void Coordinator::Enqueue(JobRuntime& job) {
   request.submit_seq = number;
   request.pipeline_stages = job.record.pipeline_stages;
   request.data_parallel = job.record.data_parallel;
+  request.user = job.record.owner;
+  request.team = job.spec.team;
   if (absl::Status s = scheduler_->Enqueue(request); !s.ok()) {
     spdlog::error("job {}: cannot queue: {}", job.record.id, s.ToString());
     return;
@@ -122,6 +124,7 @@ void Coordinator::RunScheduler() {
   if (!schedule_dirty_) return;
   schedule_dirty_ = false;
   const Clock::time_point t0 = Clock::now();
+  UpdateRankCaps();
   std::vector<Placement> placements = scheduler_->Schedule();
   if (metrics_ != nullptr) metrics_->ObserveSchedulingDecision(Seconds(Clock::now() - t0));
   for (const Placement& placement : placements) {
@@ -140,6 +143,7 @@ void Coordinator::RunScheduler() {
 
 void Coordinator::RefreshPending() {
   pending_counts_.clear();
+  UpdateRankCaps();
   for (const PendingJob& pending : scheduler_->Pending()) {
     JobRuntime* job = FindJob(pending.job_id);
     if (job == nullptr) continue;

@@ -58,6 +58,10 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
   if (!spec.ok()) return ToGrpc(spec.status());
   // The other JobSpec fields are output only: whatever the client sent there is ignored.
   if (request->validate_only()) {
+    const bool admin = principal->role == Role::kAdmin;  // the limits a submit would meet
+    const absl::Status allowed =
+        coordinator_.CheckLimits({principal->user, "", "", *spec, admin, principal->teams});
+    if (!allowed.ok()) return ToGrpc(allowed);
     v1::Job* job = response->mutable_job();
     job->set_owner(principal->user);
     job->mutable_spec()->set_config_yaml(yaml);
@@ -70,6 +74,8 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
   submit.idempotency_key = request->idempotency_key();
   submit.config_yaml = yaml;
   submit.spec = *spec;
+  submit.admin = principal->role == Role::kAdmin;
+  submit.teams = principal->teams;
   absl::StatusOr<SubmitResultData> result = coordinator_.Submit(submit);
   if (!result.ok()) return ToGrpc(result.status());
   *response->mutable_job() = ToProto(result->job);

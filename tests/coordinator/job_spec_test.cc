@@ -112,7 +112,7 @@ TEST(JobSpecTest, TrainerSchemaErrorsAreReportedWithTheFieldPath) {
 TEST(JobSpecTest, SchedulingSectionIsChecked) {
   EXPECT_EQ(SpecError("scheduling:\n  foo: 1\n"),
             "job spec: scheduling.foo: unknown key (allowed: priority, max_restarts, "
-            "hang_timeout_s, start_timeout_s, labels)");
+            "hang_timeout_s, start_timeout_s, labels, team)");
   EXPECT_EQ(SpecError("scheduling:\n  priority: 2147483648\n"),
             "job spec: scheduling.priority: must be <= 2147483647 (got 2147483648)");
   EXPECT_EQ(SpecError("scheduling:\n  priority: -2147483649\n"),
