@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "coordinator/audit_interceptor.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/job_service_impl.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/test_util.h"
@@ -65,15 +66,17 @@ TEST(AuditLogTest, OpenFailsNamingThePathAndWriteFailuresAreCountedNotThrown) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("/nonexistent/dir/audit.log"));
   if (!std::ifstream("/dev/full")) GTEST_SKIP() << "no /dev/full to make writes fail";
-  int failures = 0;
+  absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> metrics = CoordinatorMetrics::Create("");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  CoordinatorMetrics* m = metrics->get();
   absl::StatusOr<std::unique_ptr<AuditLog>> full =
-      AuditLog::Open("/dev/full", [&failures] { ++failures; });
+      AuditLog::Open("/dev/full", [m] { m->IncAuditWriteFailures(); });
   ASSERT_TRUE(full.ok()) << full.status();
   AuditRecord r;
   r.action = "cancel";
   EXPECT_FALSE((*full)->Write(r));
   EXPECT_FALSE((*full)->Write(r));
-  EXPECT_EQ(failures, 2);
+  EXPECT_THAT(m->Serialize(), HasSubstr("deepnet_audit_write_failures_total 2"));
 }
 
 class AuditServiceTest : public CoordinatorTest {
