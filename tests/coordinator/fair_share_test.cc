@@ -5,6 +5,8 @@
 // limits replaced at run time and counts rebuilt from the job store after a restart.
 #include "coordinator/fair_share.h"
 
+#include "coordinator/gang_scheduler.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -107,6 +109,51 @@ TEST(LimitsFileTest, ErrorsNameTheFileAndTheField) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->source, dir / "limits.yaml");
   EXPECT_EQ(loaded->users.size(), 2u);
+}
+
+GangRequest Gang(const std::string& id, const std::string& user, int64_t ranks, int priority) {
+  GangRequest r;
+  r.job_id = id;
+  r.user = user;
+  r.data_parallel = ranks;
+  r.priority = priority;
+  return r;
+}
+
+TEST(RankCapSchedulingTest, ACappedJobIsSkippedAndDoesNotBlockTheQueue) {
+  absl::StatusOr<std::unique_ptr<GangScheduler>> s = GangScheduler::Create({});  // strict order
+  ASSERT_TRUE(s.ok());
+  GangScheduler& scheduler = **s;
+  ASSERT_TRUE(scheduler.AddWorker("w", 3).ok());
+  ASSERT_TRUE(scheduler.Enqueue(Gang("a1", "alice", 2, 10)).ok());
+  ASSERT_TRUE(scheduler.Enqueue(Gang("a2", "alice", 2, 5)).ok());
+  ASSERT_TRUE(scheduler.Enqueue(Gang("b1", "bob", 1, 0)).ok());
+  // Uncapped, a2 would not fit after a1 and would block b1 (strict order).
+  std::vector<PendingJob> pending = scheduler.Pending();
+  ASSERT_EQ(pending.size(), 3u);
+  EXPECT_EQ(pending[2].code, PendingCode::kBehindJob);
+
+  RankCaps caps;
+  caps.users["alice"] = RankCap{2, 0, "default.max_running_ranks"};
+  scheduler.SetRankCaps(caps);
+  pending = scheduler.Pending();
+  ASSERT_EQ(pending.size(), 3u);
+  EXPECT_EQ(pending[1].job_id, "a2");
+  EXPECT_EQ(pending[1].code, PendingCode::kUserRankLimit);
+  EXPECT_THAT(pending[1].reason, HasSubstr("alice holds 2 of max_running_ranks 2"));
+  EXPECT_EQ(pending[2].code, PendingCode::kSchedulable);
+  std::vector<Placement> placed = scheduler.Schedule();
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_EQ(placed[0].job_id, "a1");
+  EXPECT_EQ(placed[1].job_id, "b1");
+
+  // The coordinator reports alice's held ranks; once a1 is released they drop to 0.
+  ASSERT_TRUE(scheduler.Release("a1").ok());
+  caps.users["alice"].held = 0;
+  scheduler.SetRankCaps(caps);
+  placed = scheduler.Schedule();
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, "a2");
 }
 
 class FairShareTest : public CoordinatorTest {
