@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 
 namespace deepnet::coordinator {
@@ -34,6 +35,11 @@ absl::Status Coordinator::CheckLimits(const SubmitRequestData& request) const {
 
 absl::Status Coordinator::CheckLimitsLocked(const SubmitRequestData& request) const {
   const std::string& team = request.spec.team;
+  if (!team.empty() && !IsValidPrincipalName(team)) {
+    return absl::InvalidArgumentError(
+        "scheduling.team: not a team name (1 to 64 of A-Z a-z 0-9 . _ -, not starting with . or "
+        "-)");
+  }
   if (!team.empty() && !request.admin &&
       std::find(request.teams.begin(), request.teams.end(), team) == request.teams.end()) {
     return absl::PermissionDeniedError(absl::StrCat(

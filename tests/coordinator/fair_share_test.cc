@@ -347,6 +347,8 @@ TEST_F(FairShareTest, TeamJobsAreChargedToTheTeamAsWellAsTheUser) {
               HasSubstr("is above max_priority 50 of team nlp (limits file limits.yaml, "
                         "teams.nlp.max_priority)"));
   EXPECT_TRUE(SubmitAs("root", JobYaml(1, 1, "{team: vision}")).ok());  // admins: any team
+  EXPECT_EQ(SubmitAs("root", JobYaml(1, 1, "{team: ../x}")).status().code(),
+            absl::StatusCode::kInvalidArgument);
 
   // alice's 16 ranks and bob's 16 fill the team's 32: dave's team job waits, carol's job (her
   // own account only) still runs.
