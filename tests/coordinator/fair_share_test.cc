@@ -301,6 +301,7 @@ TEST_F(FairShareTest, RunningRanksBeyondTheLimitWaitWithoutHoldingBackOthers) {
 }
 
 TEST_F(FairShareTest, RunningRanksCountAfterARestartAndLimitsCanBeReplaced) {
+  options_.reattach_window = std::chrono::minutes(10);  // the old worker never comes back
   UseLimits("default: {max_running_ranks: 1}");
   Worker a = AddWorker("a", 1);
   absl::StatusOr<std::string> running = SubmitAs("carol", JobYaml(1, 1, ""));
