@@ -150,8 +150,10 @@ class Coordinator {
   [[nodiscard]] absl::StatusOr<JobView> GetJob(const std::string& job_id) const;
   [[nodiscard]] absl::StatusOr<std::pair<std::vector<JobView>, std::string>> ListJobs(
       const ListRequestData& request) const;
-  [[nodiscard]] absl::StatusOr<JobView> Cancel(const std::string& job_id,
-                                               const std::string& reason);
+  // `by`: who asked (the job's history and state reason say "cancelled by <by>"; empty: not
+  // said).
+  [[nodiscard]] absl::StatusOr<JobView> Cancel(const std::string& job_id, const std::string& reason,
+                                               const std::string& by = "");
   // Events with sequence > after_seq; waits up to `timeout` for one when there are none.
   [[nodiscard]] absl::StatusOr<EventBatch> WaitEvents(const std::string& job_id, int64_t after_seq,
                                                       absl::Duration timeout) const;

@@ -346,7 +346,8 @@ void Coordinator::CheckJobTimers(Clock::time_point now) {
   }
 }
 
-absl::StatusOr<JobView> Coordinator::Cancel(const std::string& job_id, const std::string& reason) {
+absl::StatusOr<JobView> Coordinator::Cancel(const std::string& job_id, const std::string& reason,
+                                            const std::string& by) {
   absl::MutexLock lock(&mu_);
   JobRuntime* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
@@ -356,10 +357,13 @@ absl::StatusOr<JobView> Coordinator::Cancel(const std::string& job_id, const std
                                                       ToString(job->record.state),
                                                       "; only unfinished jobs can be cancelled"));
   }
-  const std::string why = reason.empty() ? "cancelled by the user" : "cancelled: " + reason;
+  const std::string colon_reason = reason.empty() ? "" : ": " + reason;
+  const std::string why = !by.empty()      ? absl::StrCat("cancelled by ", by, colon_reason)
+                          : reason.empty() ? std::string("cancelled by the user")
+                                           : "cancelled: " + reason;
   JobEventView requested;
   requested.type = EventType::kCancelRequested;
-  requested.message = reason;
+  requested.message = by.empty() ? reason : absl::StrCat("by ", by, colon_reason);
   AddEvent(*job, requested);
   if (job->stopping) {
     job->after_stop = AfterStop::kCancel;

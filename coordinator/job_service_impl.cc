@@ -134,7 +134,8 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
   if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
   absl::StatusOr<Principal> principal = Admit(context, request->job_id());
   if (!principal.ok()) return ToGrpc(principal.status());
-  absl::StatusOr<JobView> job = coordinator_.Cancel(request->job_id(), request->reason());
+  absl::StatusOr<JobView> job =
+      coordinator_.Cancel(request->job_id(), request->reason(), principal->user);
   if (!job.ok()) return ToGrpc(job.status());
   *response = ToProto(*job);
   return grpc::Status::OK;

@@ -166,6 +166,28 @@ TEST_F(AuditServiceTest, SubmitsAndCancelsAreRecordedWithWhoAndTheOutcome) {
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Cancel(kBob, job_id).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   ASSERT_TRUE(Cancel(kRoot, job_id).ok());
+  {  // Calls that change nothing pass the interceptor unrecorded, streams included.
+    grpc::ClientContext get;
+    Prepare(&get, kAlice);
+    v1::GetJobRequest get_request;
+    get_request.set_job_id(job_id);
+    v1::Job job;
+    ASSERT_TRUE(stub_->GetJob(&get, get_request, &job).ok());
+    EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
+    EXPECT_EQ(job.message(), "cancelled by root");  // the job's own history says who, too
+    grpc::ClientContext watch;
+    Prepare(&watch, kAlice);
+    v1::WatchJobRequest watch_request;
+    watch_request.set_job_id(job_id);
+    watch_request.set_from_sequence(1);
+    std::unique_ptr<grpc::ClientReader<v1::WatchJobResponse>> reader =
+        stub_->WatchJob(&watch, watch_request);
+    v1::WatchJobResponse event;
+    int messages = 0;
+    while (reader->Read(&event)) ++messages;
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_GE(messages, 2);  // the snapshot and the events
+  }
   server_->Shutdown();  // every call's record is written before its status is sent
 
   const std::vector<nlohmann::json> records = Records();
