@@ -43,7 +43,9 @@ Coordinator::Coordinator(const CoordinatorOptions& options, JobStore* store,
       rendezvous_(rendezvous),
       metrics_(metrics),
       scheduler_(std::move(scheduler)),
-      rendezvous_address_(options.rendezvous_address) {}
+      rendezvous_address_(options.rendezvous_address) {
+  limits_ = options.limits;
+}
 
 void Coordinator::SetRendezvousAddress(const std::string& address) {
   absl::MutexLock lock(&mu_);
@@ -202,6 +204,7 @@ absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& re
   record.checkpoint_dir = request.spec.checkpoint_dir;
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
+  if (absl::Status s = CheckSubmitLimits(request); !s.ok()) return s;
   absl::StatusOr<CreateResult> created = store_->Create(record);
   if (!created.ok()) return created.status();
   if (created->replayed) {

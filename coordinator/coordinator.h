@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "absl/time/time.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator_types.h"
+#include "coordinator/fair_share.h"
 #include "coordinator/gang_scheduler.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/job_store.h"
@@ -61,6 +63,11 @@ struct CoordinatorOptions {
   size_t points_per_job = 20000;
   // How long a log read waits for the worker's answer before UNAVAILABLE.
   std::chrono::milliseconds log_request_timeout{10000};
+  // Fair-sharing limits (--limits-file); unset: no limits (SetLimits replaces them).
+  std::optional<LimitsConfig> limits;
+  // Whether a job owner is an admin (admins have only their own users: limits); null: nobody.
+  // Called under the coordinator's lock: must not call back into it.
+  std::function<bool(const std::string& user)> is_admin;
 };
 
 struct SubmitRequestData {
@@ -68,6 +75,10 @@ struct SubmitRequestData {
   std::string idempotency_key;
   std::string config_yaml;
   JobSpecInfo spec;  // ParseSpec(config_yaml)
+  // The submitter's role and teams (Principal), for the fair-sharing limits: an admin is limited
+  // only by their own users: entry and may charge any team; others only their teams.
+  bool admin = false;
+  std::vector<std::string> teams = {};
 };
 
 struct SubmitResultData {
@@ -134,12 +145,24 @@ class Coordinator {
   [[nodiscard]] absl::StatusOr<JobSpecInfo> ParseSpec(
       const std::string& config_yaml, const std::string& user = "",
       const std::vector<std::string>& teams = {}) const;
+  // Refuses, before storing anything, a job over its owner's or team's limits (coordinator_
+  // limits.cc: CheckLimits, and RESOURCE_EXHAUSTED naming max_queued_jobs when the account has
+  // that many jobs queued). A replay of an idempotency key is never refused for limits.
   [[nodiscard]] absl::StatusOr<SubmitResultData> Submit(const SubmitRequestData& request);
+  // The limits a submission must meet whatever the queue holds (validate-only submits check
+  // these): scheduling.team one of the submitter's teams (PERMISSION_DENIED), scheduling.priority
+  // within max_priority and the gang within max_running_ranks of user and team
+  // (PERMISSION_DENIED naming the limit, its value and where the limits file sets it).
+  [[nodiscard]] absl::Status CheckLimits(const SubmitRequestData& request) const;
+  // Replaces the fair-sharing limits (SIGHUP); queued jobs are rescheduled under the new ones.
+  void SetLimits(std::optional<LimitsConfig> limits);
   [[nodiscard]] absl::StatusOr<JobView> GetJob(const std::string& job_id) const;
   [[nodiscard]] absl::StatusOr<std::pair<std::vector<JobView>, std::string>> ListJobs(
       const ListRequestData& request) const;
-  [[nodiscard]] absl::StatusOr<JobView> Cancel(const std::string& job_id,
-                                               const std::string& reason);
+  // `by`: who asked (the job's history and state reason say "cancelled by <by>"; empty: not
+  // said).
+  [[nodiscard]] absl::StatusOr<JobView> Cancel(const std::string& job_id, const std::string& reason,
+                                               const std::string& by = "");
   // Events with sequence > after_seq; waits up to `timeout` for one when there are none.
   [[nodiscard]] absl::StatusOr<EventBatch> WaitEvents(const std::string& job_id, int64_t after_seq,
                                                       absl::Duration timeout) const;
@@ -292,6 +315,17 @@ class Coordinator {
   // Sets every queued job's pending reason and code, and pending_counts_, from the scheduler.
   void RefreshPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckJobTimers(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fair sharing (coordinator_limits.cc).
+  absl::Status CheckLimitsLocked(const SubmitRequestData& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submit's checks: CheckLimitsLocked and max_queued_jobs, both skipped for a replay.
+  absl::Status CheckSubmitLimits(const SubmitRequestData& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ShareLimits UserLimits(const std::string& user, bool admin) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the scheduler the rank caps of the owners and teams of queued jobs, with the ranks
+  // their placed and reattaching jobs hold (from jobs_, which mirrors the store).
+  void UpdateRankCaps() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobView ViewOf(const JobRuntime& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobRuntime* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -332,6 +366,7 @@ class Coordinator {
   // Queued jobs by pending code as of the last scheduling pass (the deepnet_jobs_pending gauge).
   std::map<PendingCode, int64_t> pending_counts_ ABSL_GUARDED_BY(mu_);
   bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;
+  std::optional<LimitsConfig> limits_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string rendezvous_address_ ABSL_GUARDED_BY(mu_);
   // Log reads waiting for their worker's LogChunk, by request id.

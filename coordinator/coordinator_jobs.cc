@@ -111,6 +111,8 @@ void Coordinator::Enqueue(JobRuntime& job) {
   request.submit_seq = number;
   request.pipeline_stages = job.record.pipeline_stages;
   request.data_parallel = job.record.data_parallel;
+  request.user = job.record.owner;
+  request.team = job.spec.team;
   if (absl::Status s = scheduler_->Enqueue(request); !s.ok()) {
     spdlog::error("job {}: cannot queue: {}", job.record.id, s.ToString());
     return;
@@ -123,6 +125,7 @@ void Coordinator::RunScheduler() {
   if (!schedule_dirty_) return;
   schedule_dirty_ = false;
   const Clock::time_point t0 = Clock::now();
+  UpdateRankCaps();
   std::vector<Placement> placements = scheduler_->Schedule();
   if (metrics_ != nullptr) metrics_->ObserveSchedulingDecision(Seconds(Clock::now() - t0));
   for (const Placement& placement : placements) {
@@ -141,6 +144,7 @@ void Coordinator::RunScheduler() {
 
 void Coordinator::RefreshPending() {
   pending_counts_.clear();
+  UpdateRankCaps();
   for (const PendingJob& pending : scheduler_->Pending()) {
     JobRuntime* job = FindJob(pending.job_id);
     if (job == nullptr) continue;
@@ -360,7 +364,8 @@ void Coordinator::CheckJobTimers(Clock::time_point now) {
   }
 }
 
-absl::StatusOr<JobView> Coordinator::Cancel(const std::string& job_id, const std::string& reason) {
+absl::StatusOr<JobView> Coordinator::Cancel(const std::string& job_id, const std::string& reason,
+                                            const std::string& by) {
   absl::MutexLock lock(&mu_);
   JobRuntime* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
@@ -370,10 +375,13 @@ absl::StatusOr<JobView> Coordinator::Cancel(const std::string& job_id, const std
                                                       ToString(job->record.state),
                                                       "; only unfinished jobs can be cancelled"));
   }
-  const std::string why = reason.empty() ? "cancelled by the user" : "cancelled: " + reason;
+  const std::string colon_reason = reason.empty() ? "" : ": " + reason;
+  const std::string why = !by.empty()      ? absl::StrCat("cancelled by ", by, colon_reason)
+                          : reason.empty() ? std::string("cancelled by the user")
+                                           : "cancelled: " + reason;
   JobEventView requested;
   requested.type = EventType::kCancelRequested;
-  requested.message = reason;
+  requested.message = by.empty() ? reason : absl::StrCat("by ", by, colon_reason);
   AddEvent(*job, requested);
   if (job->stopping) {
     job->after_stop = AfterStop::kCancel;

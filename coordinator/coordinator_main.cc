@@ -9,9 +9,13 @@
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/audit_interceptor.h"
+#include "coordinator/audit_log.h"
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_metrics.h"
@@ -44,6 +48,8 @@ struct Flags {
   int max_overtakes = 0;
   bool no_check_paths = false;
   std::string storage_root;
+  std::string limits_file;
+  std::string audit_log;
 };
 
 int Fail(const std::string& message) {
@@ -63,6 +69,28 @@ std::string Hostname() {
   char name[256] = {0};
   if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
   return name;
+}
+
+// SIGHUP: reads the limits file again (a bad one keeps the limits in force) and reopens the
+// audit log (after rotation).
+void Reload(const Flags& flags, Coordinator& coordinator, AuditLog* audit) {
+  if (!flags.limits_file.empty()) {
+    absl::StatusOr<LimitsConfig> loaded = LoadLimitsFile(flags.limits_file);
+    if (loaded.ok()) {
+      coordinator.SetLimits(*std::move(loaded));
+      spdlog::info("SIGHUP: limits reloaded from {}", flags.limits_file);
+    } else {
+      spdlog::error("SIGHUP: keeping the limits in force; --limits-file: {}",
+                    std::string(loaded.status().message()));
+    }
+  }
+  if (audit != nullptr) {
+    if (absl::Status s = audit->Reopen(); !s.ok()) {
+      spdlog::error("SIGHUP: {}", std::string(s.message()));
+    } else {
+      spdlog::info("SIGHUP: audit log {} reopened", audit->path());
+    }
+  }
 }
 
 int Run(const Flags& flags) {
@@ -98,6 +126,21 @@ int Run(const Flags& flags) {
       CoordinatorMetrics::Create(flags.metrics_listen);
   if (!metrics.ok()) return Fail(std::string(metrics.status().message()));
 
+  std::optional<LimitsConfig> limits;
+  if (!flags.limits_file.empty()) {
+    absl::StatusOr<LimitsConfig> loaded = LoadLimitsFile(flags.limits_file);
+    if (!loaded.ok()) return Fail(absl::StrCat("--limits-file: ", loaded.status().message()));
+    limits = *std::move(loaded);
+  }
+  std::unique_ptr<AuditLog> audit;
+  if (!flags.audit_log.empty()) {
+    CoordinatorMetrics* m = metrics->get();
+    absl::StatusOr<std::unique_ptr<AuditLog>> opened =
+        AuditLog::Open(flags.audit_log, [m] { m->IncAuditWriteFailures(); });
+    if (!opened.ok()) return Fail(std::string(opened.status().message()));
+    audit = std::move(*opened);
+  }
+
   RendezvousStore rendezvous;
   RendezvousService rendezvous_service(rendezvous, (*auth)->open() ? nullptr : auth->get());
   rpc::EnableHealthAndReflection();
@@ -105,6 +148,11 @@ int Run(const Flags& flags) {
   int bound_port = 0;
   builder.AddListeningPort(flags.listen, *credentials, &bound_port);
   builder.RegisterService(&rendezvous_service);
+  if (audit != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(MakeAuditInterceptorFactory(audit.get(), auth->get()));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
 
   CoordinatorOptions options;
   options.heartbeat_interval = std::chrono::milliseconds(flags.heartbeat_ms);
@@ -128,6 +176,13 @@ int Run(const Flags& flags) {
         "is accepted; set one on a shared service)");
   }
   options.accounts = auth->get();
+  options.limits = limits;
+  const Authenticator* authenticator = auth->get();
+  options.is_admin = [authenticator](const std::string& user) {
+    if (authenticator->open()) return true;  // every caller is an admin
+    absl::StatusOr<Principal> account = authenticator->FindUser(user);
+    return account.ok() && account->role == Role::kAdmin;
+  };
   // The rendezvous address needs the bound port: it is set once the server has started, before
   // Start() lets the coordinator place anything.
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
@@ -163,8 +218,11 @@ int Run(const Flags& flags) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    Reload(flags, **coordinator, audit.get());
+  }
   spdlog::info("deepnet-coordinator: signal {}, shutting down (jobs keep running)", signal_number);
   (*coordinator)->Shutdown();
   rendezvous.Shutdown();
@@ -183,6 +241,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -232,6 +291,13 @@ int main(int argc, char** argv) {
       ->envname("DEEPNET_STORAGE_ROOT");
   app.add_flag("--no-check-paths", flags.no_check_paths,
                "do not check job data/checkpoint paths (coordinator without shared storage)");
+  app.add_option("--limits-file", flags.limits_file,
+                 "fair-sharing limits (YAML: default, users, teams with max_priority, "
+                 "max_running_ranks, max_queued_jobs); re-read on SIGHUP; empty: no limits")
+      ->envname("DEEPNET_LIMITS_FILE");
+  app.add_option("--audit-log", flags.audit_log,
+                 "append a JSON line per SubmitJob/CancelJob call here (reopened on SIGHUP)")
+      ->envname("DEEPNET_AUDIT_LOG");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -124,6 +124,12 @@ struct CoordinatorMetrics::Impl {
                       .Help("Jobs accepted by SubmitJob (idempotent retries count once).")
                       .Register(*registry)
                       .Add({})),
+        audit_write_failures(prometheus::BuildCounter()
+                                 .Name("deepnet_audit_write_failures_total")
+                                 .Help("Audit-log records (--audit-log) that could not be "
+                                       "written; the calls they describe were not refused.")
+                                 .Register(*registry)
+                                 .Add({})),
         step(prometheus::BuildGauge()
                  .Name("deepnet_job_step")
                  .Help("Optimizer steps a job has completed.")
@@ -188,6 +194,7 @@ struct CoordinatorMetrics::Impl {
   Counter& heartbeats_missed;
   Family<Counter>& restarts;
   Counter& submitted;
+  Counter& audit_write_failures;
   Family<Gauge>& step;
   Family<Gauge>& loss;
   Family<Gauge>& tokens_per_s;
@@ -288,6 +295,7 @@ void CoordinatorMetrics::IncRestarts(RecoveryCause cause) {
 }
 
 void CoordinatorMetrics::IncJobsSubmitted() { impl_->submitted.Increment(); }
+void CoordinatorMetrics::IncAuditWriteFailures() { impl_->audit_write_failures.Increment(); }
 
 void CoordinatorMetrics::SetJobTraining(const std::string& job_id, const TrainingSample& sample) {
   Impl& m = *impl_;

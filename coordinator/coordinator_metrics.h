@@ -77,6 +77,8 @@ class CoordinatorMetrics {
   void IncHeartbeatsMissed(int64_t n = 1);
   void IncRestarts(RecoveryCause cause);
   void IncJobsSubmitted();
+  // deepnet_audit_write_failures_total: audit-log records that could not be written.
+  void IncAuditWriteFailures();
   // Sets the job's gauges (creating its series; may drop the least recently reported job's).
   void SetJobTraining(const std::string& job_id, const TrainingSample& sample);
   // Drops the job's per-job series; no-op for an unknown job.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -166,24 +168,50 @@ GangScheduler::PassResult GangScheduler::Pass(bool stop_early, OnJob&& on_job) c
   int64_t trigger_at = std::numeric_limits<int64_t>::max();
   const Queued* trigger_job = nullptr;
   std::vector<std::pair<const Queued*, int>> blocked;  // Job, placements when found blocked.
+  // Ranks of capped accounts placed by this pass so far.
+  std::map<std::string, int64_t> user_added;
+  std::map<std::string, int64_t> team_added;
+  // The account's ranks with this pass's placements when `job` would exceed its cap.
+  auto over_cap = [](const std::map<std::string, RankCap>& caps,
+                     const std::map<std::string, int64_t>& added, const std::string& account,
+                     int64_t ranks) -> std::optional<int64_t> {
+    if (account.empty()) return std::nullopt;
+    const auto cap = caps.find(account);
+    if (cap == caps.end()) return std::nullopt;
+    const auto more = added.find(account);
+    const int64_t held = cap->second.held + (more == added.end() ? 0 : more->second);
+    if (held + ranks <= cap->second.max_ranks) return std::nullopt;
+    return held;
+  };
   for (const auto& [key, job] : queue_) {
     if (stop_early && (barrier != nullptr || free == 0)) break;
+    const GangRequest& r = job.request;
+    if (std::optional<int64_t> held = over_cap(caps_.users, user_added, r.user, job.ranks)) {
+      on_job(job, Verdict::kUserCap, nullptr, free, *held);
+      continue;
+    }
+    if (std::optional<int64_t> held = over_cap(caps_.teams, team_added, r.team, job.ranks)) {
+      on_job(job, Verdict::kTeamCap, nullptr, free, *held);
+      continue;
+    }
     if (job.ranks > ready) {
-      on_job(job, Verdict::kExceeds, nullptr, free);
+      on_job(job, Verdict::kExceeds, nullptr, free, 0);
       continue;
     }
     if (barrier != nullptr) {
-      on_job(job, job.ranks > free ? Verdict::kInsufficient : Verdict::kBehind, barrier, free);
+      on_job(job, job.ranks > free ? Verdict::kInsufficient : Verdict::kBehind, barrier, free, 0);
       continue;
     }
     if (job.ranks <= free) {
-      on_job(job, Verdict::kPlace, nullptr, free);
+      on_job(job, Verdict::kPlace, nullptr, free, 0);
       free -= job.ranks;
       result.placed.push_back(&job);
+      if (!r.user.empty()) user_added[r.user] += job.ranks;
+      if (!r.team.empty()) team_added[r.team] += job.ranks;
       if (static_cast<int64_t>(result.placed.size()) >= trigger_at) barrier = trigger_job;
       continue;
     }
-    on_job(job, Verdict::kInsufficient, nullptr, free);
+    on_job(job, Verdict::kInsufficient, nullptr, free, 0);
     const int placed_so_far = static_cast<int>(result.placed.size());
     blocked.emplace_back(&job, placed_so_far);
     const int allowance = options_.max_overtakes - job.overtakes;
@@ -203,7 +231,7 @@ GangScheduler::PassResult GangScheduler::Pass(bool stop_early, OnJob&& on_job) c
 
 std::vector<Placement> GangScheduler::Schedule() {
   const PassResult pass =
-      Pass(/*stop_early=*/true, [](const Queued&, Verdict, const Queued*, int64_t) {});
+      Pass(/*stop_early=*/true, [](const Queued&, Verdict, const Queued*, int64_t, int64_t) {});
   for (const auto& [job, added] : pass.overtaken) {
     queued_by_id_.at(job->request.job_id)->second.overtakes += added;
   }
@@ -237,7 +265,7 @@ std::vector<PendingJob> GangScheduler::Pending() const {
   std::vector<PendingJob> pending;
   pending.reserve(queue_.size());
   Pass(/*stop_early=*/false,
-       [&](const Queued& job, Verdict verdict, const Queued* blocker, int64_t free) {
+       [&](const Queued& job, Verdict verdict, const Queued* blocker, int64_t free, int64_t held) {
          PendingJob p;
          p.job_id = job.request.job_id;
          p.queue_position = static_cast<int>(pending.size());
@@ -255,8 +283,14 @@ std::vector<PendingJob> GangScheduler::Pending() const {
            case Verdict::kExceeds:
              p.code = PendingCode::kExceedsRegistered;
              break;
+           case Verdict::kUserCap:
+             p.code = PendingCode::kUserRankLimit;
+             break;
+           case Verdict::kTeamCap:
+             p.code = PendingCode::kTeamRankLimit;
+             break;
          }
-         p.reason = Reason(job, verdict, blocker, free);
+         p.reason = Reason(job, verdict, blocker, free, held);
          pending.push_back(std::move(p));
        });
   return pending;
@@ -278,7 +312,7 @@ std::string GangScheduler::ClusterText(int64_t free) const {
 }
 
 std::string GangScheduler::Reason(const Queued& job, Verdict verdict, const Queued* blocker,
-                                  int64_t free) const {
+                                  int64_t free, int64_t held) const {
   const std::string gang = GangText(job.request, job.ranks);
   switch (verdict) {
     case Verdict::kPlace:
@@ -308,6 +342,16 @@ std::string GangScheduler::Reason(const Queued& job, Verdict verdict, const Queu
     }
     case Verdict::kExceeds:
       return absl::StrCat("waiting for workers to join: ", gang, "; ", ClusterText(free));
+    case Verdict::kUserCap:
+    case Verdict::kTeamCap: {
+      const bool user = verdict == Verdict::kUserCap;
+      const std::string& account = user ? job.request.user : job.request.team;
+      const RankCap& cap = (user ? caps_.users : caps_.teams).at(account);
+      return absl::StrCat("waiting for ", user ? "user " : "team ", account,
+                          "'s running ranks to drop: ", gang, "; ", account, " holds ", held,
+                          " of max_running_ranks ", cap.max_ranks, " (limits file, ", cap.origin,
+                          ")");
+    }
   }
   return "unknown";
 }

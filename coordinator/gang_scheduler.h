@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -75,6 +76,10 @@ class GangScheduler {
   // held, or listed twice; ALREADY_EXISTS when the job is queued or placed.
   [[nodiscard]] absl::Status RestorePlacement(const Placement& placement);
 
+  // Replaces the fair-sharing caps (see RankCap); the coordinator sets them, with the ranks each
+  // account holds, before every Schedule() and Pending(). Default: no caps.
+  void SetRankCaps(RankCaps caps) { caps_ = std::move(caps); }
+
   // Places queued gangs in queue order as the head-of-line policy allows; returns the new
   // placements in the order they were made. Cost: O(jobs visited) plus O(k log W) per placement.
   [[nodiscard]] std::vector<Placement> Schedule();
@@ -114,7 +119,7 @@ class GangScheduler {
     Placement placement;
     std::vector<SlotRef> slots;  // [global rank]; worker -1 once the rank was lost.
   };
-  enum class Verdict { kPlace, kInsufficient, kBehind, kExceeds };
+  enum class Verdict { kPlace, kInsufficient, kBehind, kExceeds, kUserCap, kTeamCap };
   // Result of one decision pass, for Schedule() to commit.
   struct PassResult {
     std::vector<const Queued*> placed;
@@ -125,11 +130,13 @@ class GangScheduler {
 
   // The one decision procedure behind Schedule() and Pending(): walks the queue in order with a
   // simulated free-slot count (a gang fits iff its size <= free slots, so the simulation is
-  // exact) and reports each job's verdict through on_job(job, verdict, blocker). With
-  // stop_early it stops once nothing behind can be placed.
+  // exact) and reports each job's verdict through on_job(job, verdict, blocker, free, held),
+  // `held` being the capped account's ranks for kUserCap / kTeamCap (with the jobs this pass
+  // placed before). With stop_early it stops once nothing behind can be placed.
   template <typename OnJob>
   PassResult Pass(bool stop_early, OnJob&& on_job) const;
-  std::string Reason(const Queued& job, Verdict verdict, const Queued* blocker, int64_t free) const;
+  std::string Reason(const Queued& job, Verdict verdict, const Queued* blocker, int64_t free,
+                     int64_t held) const;
   // "2 workers ready with 4 slots, 3 free (1 draining, 0 lost)", with `free` as given.
   std::string ClusterText(int64_t free) const;
   // Id and sizes valid and the id unused (the checks Enqueue and RestorePlacement share).
@@ -137,6 +144,7 @@ class GangScheduler {
   std::vector<LostRanks> MarkLost(const std::vector<WorkerPool::SlotOwner>& owners);
 
   const SchedulerOptions options_;
+  RankCaps caps_;
   WorkerPool pool_;
   Queue queue_;
   absl::flat_hash_map<std::string, Queue::iterator> queued_by_id_;

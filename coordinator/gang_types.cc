@@ -26,6 +26,10 @@ absl::string_view PendingCodeName(PendingCode code) {
       return "behind_job";
     case PendingCode::kExceedsRegistered:
       return "exceeds_registered";
+    case PendingCode::kUserRankLimit:
+      return "user_rank_limit";
+    case PendingCode::kTeamRankLimit:
+      return "team_rank_limit";
   }
   return "unknown";
 }

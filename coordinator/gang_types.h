@@ -4,6 +4,7 @@
 // service boundary converts JobSpec / worker registrations into these.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct GangRequest {
   int64_t pipeline_stages = 1;
   // parallel.data_parallel: D, > 0. Ranks of one stage (a data-parallel group) are consecutive.
   int64_t data_parallel = 1;
+  // Accounts the job's ranks are charged to for RankCaps: its owner, and its scheduling.team
+  // (empty: none).
+  std::string user;
+  std::string team;
 };
 
 // Where one rank runs.
@@ -77,12 +82,16 @@ enum class PendingCode {
   kBehindJob,          // Would fit, but holds back for an earlier job (head-of-line policy).
   kExceedsRegistered,  // Needs more slots than all ready workers have, busy or not: it waits
                        // for workers to join (or come back).
+  kUserRankLimit,      // Its owner's running ranks would exceed their max_running_ranks: waits
+                       // for their other jobs to end, without holding back other users' jobs.
+  kTeamRankLimit,      // The same for the team of its scheduling.team.
 };
-// "schedulable", "insufficient_slots", "behind_job", "exceeds_registered" (the metric label).
+// "schedulable", "insufficient_slots", "behind_job", "exceeds_registered", "user_rank_limit",
+// "team_rank_limit" (the metric label).
 absl::string_view PendingCodeName(PendingCode code);
 inline constexpr PendingCode kAllPendingCodes[] = {
     PendingCode::kSchedulable, PendingCode::kInsufficientSlots, PendingCode::kBehindJob,
-    PendingCode::kExceedsRegistered};
+    PendingCode::kExceedsRegistered, PendingCode::kUserRankLimit, PendingCode::kTeamRankLimit};
 
 // Why a queued job is not running, for GetJob/ListJobs and the pending-jobs metric.
 struct PendingJob {
@@ -96,6 +105,19 @@ struct PendingJob {
   std::string reason;
   // For kBehindJob: the job it waits for; empty otherwise.
   std::string blocking_job_id;
+};
+
+// Fair-sharing caps on the ranks the placed jobs of one account (a user or a team) may hold at
+// once (GangScheduler::SetRankCaps). A queued job whose placement would take an account over its
+// cap is skipped: it neither is placed nor holds back the jobs behind it.
+struct RankCap {
+  int64_t max_ranks = 0;
+  int64_t held = 0;    // ranks its jobs hold now (placed, or reattaching after a restart)
+  std::string origin;  // where max_ranks comes from, e.g. "users.alice.max_running_ranks"
+};
+struct RankCaps {
+  std::map<std::string, RankCap> users;  // by user; absent: no cap
+  std::map<std::string, RankCap> teams;  // by team; absent: no cap
 };
 
 struct SchedulerOptions {

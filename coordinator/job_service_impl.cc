@@ -59,6 +59,10 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
   if (!spec.ok()) return ToGrpc(spec.status());
   // The other JobSpec fields are output only: whatever the client sent there is ignored.
   if (request->validate_only()) {
+    const bool admin = principal->role == Role::kAdmin;  // the limits a submit would meet
+    const absl::Status allowed =
+        coordinator_.CheckLimits({principal->user, "", "", *spec, admin, principal->teams});
+    if (!allowed.ok()) return ToGrpc(allowed);
     v1::Job* job = response->mutable_job();
     job->set_owner(principal->user);
     job->mutable_spec()->set_config_yaml(yaml);
@@ -71,6 +75,8 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
   submit.idempotency_key = request->idempotency_key();
   submit.config_yaml = yaml;
   submit.spec = *spec;
+  submit.admin = principal->role == Role::kAdmin;
+  submit.teams = principal->teams;
   absl::StatusOr<SubmitResultData> result = coordinator_.Submit(submit);
   if (!result.ok()) return ToGrpc(result.status());
   *response->mutable_job() = ToProto(result->job);
@@ -129,7 +135,8 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
   if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
   absl::StatusOr<Principal> principal = Admit(context, request->job_id());
   if (!principal.ok()) return ToGrpc(principal.status());
-  absl::StatusOr<JobView> job = coordinator_.Cancel(request->job_id(), request->reason());
+  absl::StatusOr<JobView> job =
+      coordinator_.Cancel(request->job_id(), request->reason(), principal->user);
   if (!job.ok()) return ToGrpc(job.status());
   *response = ToProto(*job);
   return grpc::Status::OK;

@@ -155,6 +155,7 @@ absl::StatusOr<JobSpecInfo> ParseJobSpec(const std::string& yaml_text,
   info.checkpoint_dir = c.checkpoint.dir;
   info.checkpoint_every_steps = c.checkpoint.every_steps;
   info.labels = c.scheduling.labels;
+  info.team = c.scheduling.team;
   return info;
 }
 

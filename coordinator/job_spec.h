@@ -32,6 +32,7 @@ struct JobSpecInfo {
   std::string checkpoint_dir;      // checkpoint.dir; empty: no checkpoints
   int64_t checkpoint_every_steps = 0;
   std::map<std::string, std::string> labels;
+  std::string team;                // scheduling.team; empty: charged to the owner only
 };
 
 struct JobSpecCheckOptions {

@@ -78,6 +78,8 @@ v1::PendingCode ToProto(PendingCode code) {
     case PendingCode::kInsufficientSlots: return v1::PENDING_CODE_INSUFFICIENT_SLOTS;
     case PendingCode::kBehindJob: return v1::PENDING_CODE_BEHIND_JOB;
     case PendingCode::kExceedsRegistered: return v1::PENDING_CODE_EXCEEDS_REGISTERED;
+    case PendingCode::kUserRankLimit: return v1::PENDING_CODE_USER_RANK_LIMIT;
+    case PendingCode::kTeamRankLimit: return v1::PENDING_CODE_TEAM_RANK_LIMIT;
   }
   return v1::PENDING_CODE_UNSPECIFIED;
 }

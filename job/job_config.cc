@@ -131,6 +131,7 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   scheduling.Double("hang_timeout_s", &c->scheduling.hang_timeout_s);
   scheduling.Double("start_timeout_s", &c->scheduling.start_timeout_s);
   scheduling.StringMap("labels", &c->scheduling.labels);
+  scheduling.String("team", &c->scheduling.team);
   scheduling.Finish();
   top.Finish();
 }

@@ -174,6 +174,9 @@ struct SchedulingConfig {
   double start_timeout_s = 300.0;
   // Free-form labels; keys match [a-z0-9_.-]{1,63}, values are at most 256 characters.
   std::map<std::string, std::string> labels;
+  // Team the job is charged to for fair sharing, besides its owner; one of the submitter's teams
+  // (the coordinator checks). Empty: none.
+  std::string team;
 };
 
 /// A training job: one YAML schema shared by `deepnet train --config` and the coordinator's job

@@ -132,6 +132,7 @@ std::string DumpJobConfig(const JobConfig& c) {
   out << YAML::BeginMap;
   for (const auto& [key, value] : sched.labels) out << YAML::Key << key << YAML::Value << value;
   out << YAML::EndMap;
+  if (!sched.team.empty()) Emit(out, "team", sched.team);
   out << YAML::EndMap;
 
   out << YAML::EndMap;

@@ -17,7 +17,12 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const JobSpecCheckOptions kNoPathChecks{/*check_paths=*/false};
+JobSpecCheckOptions NoPathChecks() {
+  JobSpecCheckOptions options;
+  options.check_paths = false;
+  return options;
+}
+const JobSpecCheckOptions kNoPathChecks = NoPathChecks();
 
 // The message of a spec that must be rejected with INVALID_ARGUMENT.
 std::string SpecError(const std::string& yaml, JobSpecCheckOptions options = kNoPathChecks) {
@@ -112,7 +117,7 @@ TEST(JobSpecTest, TrainerSchemaErrorsAreReportedWithTheFieldPath) {
 TEST(JobSpecTest, SchedulingSectionIsChecked) {
   EXPECT_EQ(SpecError("scheduling:\n  foo: 1\n"),
             "job spec: scheduling.foo: unknown key (allowed: priority, max_restarts, "
-            "hang_timeout_s, start_timeout_s, labels)");
+            "hang_timeout_s, start_timeout_s, labels, team)");
   EXPECT_EQ(SpecError("scheduling:\n  priority: 2147483648\n"),
             "job spec: scheduling.priority: must be <= 2147483647 (got 2147483648)");
   EXPECT_EQ(SpecError("scheduling:\n  priority: -2147483649\n"),

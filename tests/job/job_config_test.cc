@@ -615,7 +615,7 @@ TEST(JobConfigTest, SchedulingSectionHasDefaultsAndIsChecked) {
 
   EXPECT_EQ(ParseError("scheduling:\n  foo: 1\n"),
             "job.yaml: scheduling.foo: unknown key (allowed: priority, max_restarts, "
-            "hang_timeout_s, start_timeout_s, labels)");
+            "hang_timeout_s, start_timeout_s, labels, team)");
   EXPECT_EQ(ParseError("scheduling: {priority: 2147483648}\n"),
             "job.yaml: scheduling.priority: must be <= 2147483647 (got 2147483648)");
   EXPECT_EQ(ParseError("scheduling: {priority: -2147483649}\n"),

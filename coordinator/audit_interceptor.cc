@@ -1,0 +1,163 @@
+#include "coordinator/audit_interceptor.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "deepnet/v1/job_service.pb.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+namespace v1 = deepnet::v1;
+using grpc::experimental::InterceptionHookPoints;
+
+constexpr const char* kSubmit = "/deepnet.v1.JobService/SubmitJob";
+constexpr const char* kCancel = "/deepnet.v1.JobService/CancelJob";
+
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::OK:
+      return "OK";
+    case grpc::CANCELLED:
+      return "CANCELLED";
+    case grpc::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    case grpc::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::ABORTED:
+      return "ABORTED";
+    case grpc::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::INTERNAL:
+      return "INTERNAL";
+    case grpc::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::DATA_LOSS:
+      return "DATA_LOSS";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+class AuditInterceptor : public grpc::experimental::Interceptor {
+ public:
+  AuditInterceptor(grpc::experimental::ServerRpcInfo* info, AuditLog* log,
+                   const Authenticator* auth, bool submit)
+      : info_(info), log_(log), auth_(auth), submit_(submit) {
+    record_.action = submit ? "submit" : "cancel";
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      OnMetadata(methods);
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
+      OnRequest(methods->GetRecvMessage());
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      OnResponse(methods->GetSendMessage());
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      OnStatus(methods->GetSendStatus());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  void OnMetadata(grpc::experimental::InterceptorBatchMethods* methods) {
+    if (grpc::ServerContextBase* context = info_->server_context()) record_.peer = context->peer();
+    std::multimap<grpc::string_ref, grpc::string_ref>* metadata = methods->GetRecvInitialMetadata();
+    if (metadata == nullptr) return;
+    absl::StatusOr<Principal> principal = auth_->Authenticate(*metadata);
+    if (!principal.ok()) return;
+    record_.user = principal->user;
+    record_.role = std::string(RoleName(principal->role));
+  }
+
+  void OnRequest(void* message) {
+    if (message == nullptr) return;
+    if (submit_) {
+      const auto* request = static_cast<const v1::SubmitJobRequest*>(message);
+      validate_only_ = request->validate_only();
+      record_.idempotency_key = request->idempotency_key();
+      record_.spec_sha256 = Sha256Hex(request->spec().config_yaml());
+    } else {
+      record_.job_id = static_cast<const v1::CancelJobRequest*>(message)->job_id();
+    }
+  }
+
+  void OnResponse(const void* message) {
+    if (message == nullptr) return;
+    if (submit_) {
+      const auto* response = static_cast<const v1::SubmitJobResponse*>(message);
+      record_.job_id = response->job().job_id();
+      record_.job_owner = response->job().owner();
+      record_.created = response->created();
+    } else {
+      record_.job_owner = static_cast<const v1::Job*>(message)->owner();
+    }
+  }
+
+  void OnStatus(const grpc::Status& status) {
+    if (validate_only_ || written_) return;
+    written_ = true;
+    record_.time = absl::Now();
+    record_.outcome = status.ok() ? "ok" : CodeName(status.error_code());
+    record_.message = status.error_message();
+    log_->Write(record_);
+  }
+
+  grpc::experimental::ServerRpcInfo* const info_;
+  AuditLog* const log_;
+  const Authenticator* const auth_;
+  const bool submit_;
+  AuditRecord record_;
+  bool validate_only_ = false;
+  bool written_ = false;
+};
+
+class AuditInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  AuditInterceptorFactory(AuditLog* log, const Authenticator* auth) : log_(log), auth_(auth) {}
+
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    const char* method = info->method();
+    if (method == nullptr) return nullptr;
+    const bool submit = std::strcmp(method, kSubmit) == 0;
+    if (!submit && std::strcmp(method, kCancel) != 0) return nullptr;
+    return new AuditInterceptor(info, log_, auth_, submit);
+  }
+
+ private:
+  AuditLog* const log_;
+  const Authenticator* const auth_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeAuditInterceptorFactory(
+    AuditLog* log, const Authenticator* auth) {
+  return std::make_unique<AuditInterceptorFactory>(log, auth);
+}
+
+}  // namespace deepnet::coordinator
