@@ -227,6 +227,21 @@ absl::StatusOr<JobView> Coordinator::GetJob(const std::string& job_id) const {
   return ViewOf(*job);
 }
 
+namespace {
+
+// About the bytes of `view` as a v1::Job on the wire: its texts plus a fixed allowance for the
+// numbers, times and each placement entry.
+int64_t EstimatedBytes(const JobView& view) {
+  const JobRecord& r = view.record;
+  int64_t bytes = 256 + r.id.size() + r.owner.size() + r.idempotency_key.size() +
+                  r.spec_yaml.size() + r.state_reason.size() + r.checkpoint_dir.size() +
+                  view.spec.name.size() + 64 * view.placement.size();
+  for (const auto& [key, value] : view.spec.labels) bytes += 8 + key.size() + value.size();
+  return bytes;
+}
+
+}  // namespace
+
 absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJobs(
     const ListRequestData& request) const {
   absl::StatusOr<int> page_size = EffectivePageSize(request.page_size);
@@ -236,6 +251,7 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
   filter.states = request.states;
   absl::MutexLock lock(&mu_);
   std::vector<JobView> out;
+  int64_t bytes = 0;
   std::string token = request.page_token;
   do {
     absl::StatusOr<JobPage> page =
@@ -250,7 +266,18 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
         auto it = job->spec.labels.find(key);
         if (it == job->spec.labels.end() || it->second != value) labels_match = false;
       }
-      if (labels_match) out.push_back(ViewOf(*job));
+      if (!labels_match) continue;
+      JobView view = ViewOf(*job);
+      if (!request.include_spec) std::string().swap(view.record.spec_yaml);
+      const int64_t size = EstimatedBytes(view);
+      if (request.max_bytes > 0 && !out.empty() && bytes + size > request.max_bytes) {
+        // Full in bytes: the next page starts after the last job returned.
+        absl::StatusOr<int64_t> last = JobNumberFromId(out.back().record.id);
+        if (!last.ok()) return last.status();
+        return std::make_pair(std::move(out), EncodePageToken(*last));
+      }
+      bytes += size;
+      out.push_back(std::move(view));
     }
     token = page->next_page_token;
   } while (!token.empty() && static_cast<int>(out.size()) < *page_size);

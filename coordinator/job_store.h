@@ -197,6 +197,10 @@ struct StateEventFields {
 // page_size as List() uses it: 0 -> 100, capped at 1000; INVALID_ARGUMENT if negative.
 [[nodiscard]] absl::StatusOr<int> EffectivePageSize(int page_size);
 
+// The creation number in an id made by JobIdFromNumber ("j-000042" -> 42); INVALID_ARGUMENT
+// for anything else.
+[[nodiscard]] absl::StatusOr<int64_t> JobNumberFromId(absl::string_view id);
+
 // Opaque page tokens: the creation number of the last job on the previous page.
 std::string EncodePageToken(int64_t last_number);
 // 0 for the empty token; INVALID_ARGUMENT for a token this store did not make.
