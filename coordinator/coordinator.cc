@@ -249,6 +249,7 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
   JobFilter filter;
   filter.owner = request.owner;
   filter.states = request.states;
+  filter.with_spec = false;  // The views come from memory; the store gives the order only.
   absl::MutexLock lock(&mu_);
   std::vector<JobView> out;
   int64_t bytes = 0;

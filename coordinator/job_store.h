@@ -101,6 +101,9 @@ struct JobFilter {
   std::string owner;
   // Only jobs in one of these states; empty means every state.
   std::vector<JobState> states;
+  // false: records come with spec_yaml empty (a listing that needs ids and states only need
+  // not read up to 1 MiB per job).
+  bool with_spec = true;
 };
 
 struct JobPage {
