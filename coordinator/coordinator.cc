@@ -65,9 +65,16 @@ absl::Status Coordinator::LoadJobs() {
       JobRuntime& job = jobs_[record.id];
       job.record = record;
       absl::StatusOr<JobSpecInfo> spec = ParseJobSpec(record.spec_yaml, no_paths);
+      // A job that has not started and whose spec breaks today's rules (stored by an older
+      // version) is cancelled rather than placed: no spec reaches a worker unchecked.
+      std::string refused;
       if (spec.ok()) {
         job.spec = *spec;
       } else {
+        const absl::string_view message = spec.status().message();
+        refused =
+            absl::StrCat("cancelled at coordinator start: the spec breaks the current rules: ",
+                         message.substr(0, std::min<size_t>(message.find('\n'), 512)));
         // Stored by an older version with other rules: keep what the record says.
         job.spec.name = record.name;
         job.spec.pipeline_stages = record.pipeline_stages;
@@ -95,6 +102,12 @@ absl::Status Coordinator::LoadJobs() {
       }
       job.ever_started = record.attempt > 0;
       job.ever_running = job.start_time_ms > 0;
+      if (!refused.empty() &&
+          (record.state == JobState::kQueued || record.state == JobState::kPlacing)) {
+        spdlog::warn("job {}: {}", record.id, refused);
+        if (absl::Status s = Move(job, JobState::kCancelled, refused); !s.ok()) return s;
+        continue;
+      }
       switch (record.state) {
         case JobState::kQueued:
           Enqueue(job);
