@@ -443,6 +443,10 @@ void ApplyOverride(const std::string& override_text, YAML::Node root, ConfigProb
     }
   }
   YAML::Node value;
+  if (absl::Status limits = CheckYamlLimits(override_text.substr(eq + 1)); !limits.ok()) {
+    problems->Add(where, std::string(limits.message()));
+    return;
+  }
   try {
     value = YAML::Load(override_text.substr(eq + 1));
   } catch (const YAML::ParserException& e) {

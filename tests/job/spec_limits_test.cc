@@ -98,6 +98,15 @@ TEST(SpecLimitsTest, DeepNestingIsRefusedBeforeLoading) {
   EXPECT_THAT(ParseError(block), HasSubstr("nested too deeply"));
 }
 
+TEST(SpecLimitsTest, OverrideValuesHaveTheSameLimits) {
+  absl::StatusOr<JobConfig> config =
+      ParseJobConfig("", {"name=" + std::string(100, '[') + std::string(100, ']')}, "spec");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("override 'name=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["));
+  EXPECT_THAT(config.status().message(), HasSubstr("YAML nested too deeply"));
+}
+
 TEST(SpecLimitsTest, ManyAnchorsAreRefused) {
   std::string yaml = "name: x\nunused:\n";
   for (int i = 0; i < 1001; ++i) absl::StrAppend(&yaml, "  - &a", i, " 1\n");
