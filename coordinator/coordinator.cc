@@ -67,9 +67,16 @@ absl::Status Coordinator::LoadJobs() {
       JobRuntime& job = jobs_[record.id];
       job.record = record;
       absl::StatusOr<JobSpecInfo> spec = ParseJobSpec(record.spec_yaml, no_paths);
+      // A job that has not started and whose spec breaks today's rules (stored by an older
+      // version) is cancelled rather than placed: no spec reaches a worker unchecked.
+      std::string refused;
       if (spec.ok()) {
         job.spec = *spec;
       } else {
+        const absl::string_view message = spec.status().message();
+        refused =
+            absl::StrCat("cancelled at coordinator start: the spec breaks the current rules: ",
+                         message.substr(0, std::min<size_t>(message.find('\n'), 512)));
         // Stored by an older version with other rules: keep what the record says.
         job.spec.name = record.name;
         job.spec.pipeline_stages = record.pipeline_stages;
@@ -97,6 +104,12 @@ absl::Status Coordinator::LoadJobs() {
       }
       job.ever_started = record.attempt > 0;
       job.ever_running = job.start_time_ms > 0;
+      if (!refused.empty() &&
+          (record.state == JobState::kQueued || record.state == JobState::kPlacing)) {
+        spdlog::warn("job {}: {}", record.id, refused);
+        if (absl::Status s = Move(job, JobState::kCancelled, refused); !s.ok()) return s;
+        continue;
+      }
       switch (record.state) {
         case JobState::kQueued:
           Enqueue(job);
@@ -235,6 +248,21 @@ absl::StatusOr<JobView> Coordinator::GetJob(const std::string& job_id) const {
   return ViewOf(*job);
 }
 
+namespace {
+
+// About the bytes of `view` as a v1::Job on the wire: its texts plus a fixed allowance for the
+// numbers, times and each placement entry.
+int64_t EstimatedBytes(const JobView& view) {
+  const JobRecord& r = view.record;
+  int64_t bytes = 256 + r.id.size() + r.owner.size() + r.idempotency_key.size() +
+                  r.spec_yaml.size() + r.state_reason.size() + r.checkpoint_dir.size() +
+                  view.spec.name.size() + 64 * view.placement.size();
+  for (const auto& [key, value] : view.spec.labels) bytes += 8 + key.size() + value.size();
+  return bytes;
+}
+
+}  // namespace
+
 absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJobs(
     const ListRequestData& request) const {
   absl::StatusOr<int> page_size = EffectivePageSize(request.page_size);
@@ -242,8 +270,10 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
   JobFilter filter;
   filter.owner = request.owner;
   filter.states = request.states;
+  filter.with_spec = false;  // The views come from memory; the store gives the order only.
   absl::MutexLock lock(&mu_);
   std::vector<JobView> out;
+  int64_t bytes = 0;
   std::string token = request.page_token;
   do {
     absl::StatusOr<JobPage> page =
@@ -258,7 +288,18 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
         auto it = job->spec.labels.find(key);
         if (it == job->spec.labels.end() || it->second != value) labels_match = false;
       }
-      if (labels_match) out.push_back(ViewOf(*job));
+      if (!labels_match) continue;
+      JobView view = ViewOf(*job);
+      if (!request.include_spec) std::string().swap(view.record.spec_yaml);
+      const int64_t size = EstimatedBytes(view);
+      if (request.max_bytes > 0 && !out.empty() && bytes + size > request.max_bytes) {
+        // Full in bytes: the next page starts after the last job returned.
+        absl::StatusOr<int64_t> last = JobNumberFromId(out.back().record.id);
+        if (!last.ok()) return last.status();
+        return std::make_pair(std::move(out), EncodePageToken(*last));
+      }
+      bytes += size;
+      out.push_back(std::move(view));
     }
     token = page->next_page_token;
   } while (!token.empty() && static_cast<int>(out.size()) < *page_size);

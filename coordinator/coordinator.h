@@ -93,6 +93,11 @@ struct ListRequestData {
   std::string name_prefix;
   int page_size = 0;
   std::string page_token;
+  // Keep each job's spec_yaml; false: summaries, spec_yaml empty.
+  bool include_spec = false;
+  // Stop before a job would take the page past this many (estimated) bytes, always returning at
+  // least one job; 0: no bound.
+  int64_t max_bytes = 0;
 };
 
 struct EventBatch {

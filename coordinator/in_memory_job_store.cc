@@ -57,6 +57,7 @@ absl::StatusOr<JobPage> InMemoryJobStore::List(const JobFilter& filter, int page
       break;
     }
     page.records.push_back(it->second.record);
+    if (!filter.with_spec) std::string().swap(page.records.back().spec_yaml);
   }
   return page;
 }

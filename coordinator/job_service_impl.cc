@@ -16,6 +16,9 @@ using rpc::ToGrpc;
 
 constexpr size_t kMaxIdempotencyKey = 128;
 constexpr size_t kMaxSpecBytes = 1 << 20;
+// A ListJobs page stops before this many bytes (docs/OPERATIONS.md), well under gRPC's default
+// 4 MB message limit: two full-size specs fit with include_spec, thousands of summaries without.
+constexpr int64_t kMaxListBytes = 2 << 20;
 constexpr int kReplayBatch = 500;
 
 }  // namespace
@@ -123,6 +126,8 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   list.name_prefix = request->name_prefix();
   list.page_size = request->page_size();
   list.page_token = request->page_token();
+  list.include_spec = request->include_spec();
+  list.max_bytes = kMaxListBytes;
   auto page = coordinator_.ListJobs(list);
   if (!page.ok()) return ToGrpc(page.status());
   for (const JobView& job : page->first) *response->add_jobs() = ToProto(job);

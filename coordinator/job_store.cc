@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,15 @@ absl::Status CheckText(absl::string_view field, absl::string_view value, size_t 
 }  // namespace
 
 std::string JobIdFromNumber(int64_t number) { return absl::StrFormat("j-%06d", number); }
+
+absl::StatusOr<int64_t> JobNumberFromId(absl::string_view id) {
+  int64_t number = 0;
+  if (!absl::ConsumePrefix(&id, "j-") || id.empty() ||
+      !std::all_of(id.begin(), id.end(), absl::ascii_isdigit) || !absl::SimpleAtoi(id, &number)) {
+    return absl::InvalidArgumentError(absl::StrCat("not a job id: '", id, "'"));
+  }
+  return number;
+}
 
 absl::Status ValidateNewJob(const JobRecord& record) {
   if (record.owner.empty()) return absl::InvalidArgumentError("owner must not be empty");

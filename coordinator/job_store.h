@@ -101,6 +101,9 @@ struct JobFilter {
   std::string owner;
   // Only jobs in one of these states; empty means every state.
   std::vector<JobState> states;
+  // false: records come with spec_yaml empty (a listing that needs ids and states only need
+  // not read up to 1 MiB per job).
+  bool with_spec = true;
 };
 
 struct JobPage {
@@ -196,6 +199,10 @@ struct StateEventFields {
 
 // page_size as List() uses it: 0 -> 100, capped at 1000; INVALID_ARGUMENT if negative.
 [[nodiscard]] absl::StatusOr<int> EffectivePageSize(int page_size);
+
+// The creation number in an id made by JobIdFromNumber ("j-000042" -> 42); INVALID_ARGUMENT
+// for anything else.
+[[nodiscard]] absl::StatusOr<int64_t> JobNumberFromId(absl::string_view id);
 
 // Opaque page tokens: the creation number of the last job on the previous page.
 std::string EncodePageToken(int64_t last_number);

@@ -15,6 +15,16 @@ void SetTime(int64_t ms, google::protobuf::Timestamp* out) {
 
 int64_t Ms(const google::protobuf::Timestamp& t) { return TimeUtil::TimestampToMilliseconds(t); }
 
+// A Duration of `ms` milliseconds, clamped to the range protobuf accepts (+-10,000 years), whose
+// TimeUtil aborts beyond it. The spec's bounds keep every value far inside; this keeps a future
+// field or a bug from turning into a crash.
+google::protobuf::Duration SafeDuration(double ms) {
+  constexpr double kMaxMs = 315576000000.0 * 1000;
+  if (!(ms > -kMaxMs)) ms = ms != ms ? 0 : -kMaxMs;  // NaN becomes 0.
+  if (ms > kMaxMs) ms = kMaxMs;
+  return TimeUtil::MillisecondsToDuration(static_cast<int64_t>(ms));
+}
+
 TaskPhase FromProto(v1::TaskState state) {
   switch (state) {
     case v1::TASK_STATE_RUNNING: return TaskPhase::kRunning;
@@ -101,8 +111,7 @@ void FillSpec(const JobSpecInfo& spec, v1::JobSpec* out) {
   out->set_priority(spec.priority);
   out->set_max_restarts(spec.max_restarts);
   if (spec.hang_timeout_s > 0) {
-    *out->mutable_hang_timeout() =
-        TimeUtil::MillisecondsToDuration(static_cast<int64_t>(spec.hang_timeout_s * 1000));
+    *out->mutable_hang_timeout() = SafeDuration(spec.hang_timeout_s * 1000);
   }
   out->set_max_steps(spec.max_steps);
   out->set_checkpoint_dir(spec.checkpoint_dir);
@@ -322,7 +331,7 @@ v1::Cancellation ToProto(const CancellationCommand& c) {
   out.set_job_id(c.job_id);
   out.set_attempt(c.attempt);
   out.set_reason(c.reason);
-  *out.mutable_grace_period() = TimeUtil::MillisecondsToDuration(c.grace_ms);
+  *out.mutable_grace_period() = SafeDuration(static_cast<double>(c.grace_ms));
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/rpc_util.h"
 
 namespace deepnet::coordinator {
 
@@ -16,11 +17,8 @@ using Clock = RendezvousStore::Clock;
 
 namespace {
 
-// absl and gRPC share the canonical status codes.
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
+// absl and gRPC share the canonical status codes; the message is capped (rpc::ToGrpc).
+grpc::Status ToGrpcStatus(const absl::Status& status) { return rpc::ToGrpc(status); }
 
 RendezvousScope ToScope(const v1::RendezvousScope& scope) {
   return RendezvousScope{scope.job_id(), scope.attempt()};
@@ -31,8 +29,11 @@ RendezvousScope ToScope(const v1::RendezvousScope& scope) {
 Clock::time_point WaitDeadline(const grpc::CallbackServerContext& context,
                                const google::protobuf::Duration& timeout) {
   const Clock::time_point now = Clock::now();
-  const auto wait = std::chrono::seconds(std::max<int64_t>(timeout.seconds(), 0)) +
-                    std::chrono::nanoseconds(std::max<int32_t>(timeout.nanos(), 0));
+  // At most a day: a larger request (up to protobuf's 10,000 years) would overflow the clock.
+  constexpr int64_t kMaxWaitSeconds = 24 * 3600;
+  const auto wait =
+      std::chrono::seconds(std::clamp<int64_t>(timeout.seconds(), 0, kMaxWaitSeconds)) +
+      std::chrono::nanoseconds(std::max<int32_t>(timeout.nanos(), 0));
   Clock::time_point deadline = now + std::chrono::duration_cast<Clock::duration>(wait);
   const auto client_deadline = context.deadline();
   if (client_deadline != std::chrono::system_clock::time_point::max()) {

@@ -175,9 +175,14 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
        "SELECT " DEEPNET_JOB_COLUMNS " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2"},
       // ?3 is ",STATE,STATE," (empty: any state); the scan follows the primary key, so a page
       // costs page_size matches plus the rows skipped by the filter.
+      // ?5: 0 leaves spec_yaml out (JobFilter::with_spec).
       {&statements->list,
-       "SELECT " DEEPNET_JOB_COLUMNS " FROM jobs WHERE number > ?1 AND (?2 = '' OR owner = ?2) "
-       "AND (?3 = '' OR instr(?3, ',' || state || ',') > 0) ORDER BY number LIMIT ?4"},
+       absl::StrCat(
+           "SELECT ",
+           absl::StrReplaceAll(DEEPNET_JOB_COLUMNS,
+                               {{"spec_yaml", "CASE WHEN ?5 THEN spec_yaml ELSE '' END"}}),
+           " FROM jobs WHERE number > ?1 AND (?2 = '' OR owner = ?2) "
+           "AND (?3 = '' OR instr(?3, ',' || state || ',') > 0) ORDER BY number LIMIT ?4")},
       {&statements->update_job, std::string(kUpdateJob)},
       {&statements->insert_event,
        "INSERT INTO job_events (job_number, seq, time_ms, kind, message) "
@@ -380,6 +385,7 @@ absl::StatusOr<JobPage> SqliteJobStore::List(const JobFilter& filter, int page_s
   s.BindText(2, filter.owner);
   s.BindText(3, states);
   s.BindInt(4, *limit + 1);  // One more than asked: tells whether another page exists.
+  s.BindInt(5, filter.with_spec ? 1 : 0);
   JobPage page;
   int64_t last_number = 0;
   while (true) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "job/yaml_limits.h"
 #include "job/yaml_reader.h"
 
 namespace deepnet::job {
@@ -148,6 +149,12 @@ class RangeChecker {
   void AtMost(const std::string& path, int64_t v, int64_t max) {
     if (v > max) problems_->Add(path, absl::StrCat("must be <= ", max, " (got ", v, ")"));
   }
+  void AtMost(const std::string& path, double v, double max) {
+    if (v > max) {
+      problems_->Add(
+          path, absl::StrCat("must be <= ", ShortestDouble(max), " (got ", ShortestDouble(v), ")"));
+    }
+  }
   void Positive(const std::string& path, int64_t v) {
     if (v <= 0) problems_->Add(path, absl::StrCat("must be > 0 (got ", v, ")"));
   }
@@ -189,7 +196,7 @@ class RangeChecker {
   ConfigProblems* problems_;
 };
 
-constexpr int64_t kMaxRanks = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxRanks = SpecCaps::kRanks;
 constexpr size_t kMaxLabelKeyLength = 63;
 constexpr size_t kMaxLabelValueLength = 256;
 
@@ -216,6 +223,14 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   const model::DeepNetConfig& m = c.model;
   check.AtLeast("model.encoder_layers", m.encoder_layers(), 0);
   check.AtLeast("model.decoder_layers", m.decoder_layers(), 0);
+  check.AtMost("model.encoder_layers", m.encoder_layers(), SpecCaps::kLayers);
+  check.AtMost("model.decoder_layers", m.decoder_layers(), SpecCaps::kLayers);
+  check.AtMost("model.d_model", m.d_model(), SpecCaps::kDModel);
+  check.AtMost("model.heads", m.heads(), SpecCaps::kHeads);
+  check.AtMost("model.ffn_dim", m.ffn_dim(), SpecCaps::kFfnDim);
+  check.AtMost("model.vocab_size", m.vocab_size(), SpecCaps::kVocab);
+  check.AtMost("model.max_positions", m.max_positions(), SpecCaps::kPositions);
+  check.AtMost("model.layer_norm_eps", m.layer_norm_eps(), 1.0);
   if (m.encoder_layers() == 0 && m.decoder_layers() == 0) {
     problems->Add("model.encoder_layers",
                   "model.encoder_layers and model.decoder_layers cannot both be 0");
@@ -244,6 +259,16 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("data.shard_dir", "must be set when data.source is shards");
   }
   check.Positive("data.temperature", d.temperature);
+  if (!problems->Bad("data.temperature") &&
+      !(d.temperature >= SpecCaps::kTemperatureMin && d.temperature <= SpecCaps::kTemperatureMax)) {
+    check.InRange("data.temperature", d.temperature, SpecCaps::kTemperatureMin,
+                  SpecCaps::kTemperatureMax, true);
+  }
+  check.AtMost("data.prefetch", d.prefetch, SpecCaps::kPrefetch);
+  check.AtMost("data.synthetic.pairs_per_language", d.synthetic.pairs_per_language,
+               SpecCaps::kPairsPerLanguage);
+  check.AtMost("data.synthetic.min_words", d.synthetic.min_words, SpecCaps::kWords);
+  check.AtMost("data.synthetic.max_words", d.synthetic.max_words, SpecCaps::kWords);
   check.AtLeast("data.prefetch", d.prefetch, 1);
   if (absl::Status s = ValidateSyntheticData(d.synthetic); !s.ok()) {
     problems->Add("", absl::StrCat("data.synthetic.", s.message()));
@@ -253,6 +278,9 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("data.max_tokens", d.max_tokens, 1);
   check.AtLeast("data.max_sentences", d.max_sentences, 0);
   check.AtLeast("data.max_len", d.max_len, 0);
+  check.AtMost("data.max_tokens", d.max_tokens, SpecCaps::kMaxTokens);
+  check.AtMost("data.max_sentences", d.max_sentences, SpecCaps::kMaxSentences);
+  check.AtMost("data.max_len", d.max_len, SpecCaps::kPositions);
   // Every kept example must fit the sinusoidal position table.
   if (d.max_len > m.max_positions() && m.max_positions() > 0 &&
       !check.AnyBad({"data.max_len", "model.max_positions"})) {
@@ -262,6 +290,12 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
 
   const OptimConfig& o = c.optim;
   check.Positive("optim.lr", o.lr);
+  check.AtMost("optim.lr", o.lr, SpecCaps::kRealMax);
+  check.AtMost("optim.eps", o.eps, SpecCaps::kRealMax);
+  check.AtMost("optim.weight_decay", o.weight_decay, SpecCaps::kRealMax);
+  check.AtMost("optim.clip_norm", o.clip_norm, SpecCaps::kRealMax);
+  check.AtMost("optim.warmup_steps", o.warmup_steps, SpecCaps::kSteps);
+  check.AtMost("optim.accum_steps", o.accum_steps, SpecCaps::kBatches);
   check.InRange("optim.betas[0]", o.beta1, 0, 1, false);
   check.InRange("optim.betas[1]", o.beta2, 0, 1, false);
   check.Positive("optim.eps", o.eps);
@@ -285,12 +319,23 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("train.probe_sentences", t.probe_sentences, 1);
   check.AtLeast("train.valid_every", t.valid_every, 0);
   check.AtLeast("train.valid_max_pairs", t.valid_max_pairs, 0);
+  check.AtMost("train.max_steps", t.max_steps, SpecCaps::kSteps);
+  check.AtMost("train.max_minutes", t.max_minutes, SpecCaps::kMaxMinutes);
+  check.AtMost("train.log_every", t.log_every, SpecCaps::kSteps);
+  check.AtMost("train.probe_every", t.probe_every, SpecCaps::kSteps);
+  check.AtMost("train.probe_sentences", t.probe_sentences, SpecCaps::kProbeSentences);
+  check.AtMost("train.valid_every", t.valid_every, SpecCaps::kSteps);
+  check.AtMost("train.valid_max_pairs", t.valid_max_pairs, SpecCaps::kValidPairs);
 
   check.AtLeast("checkpoint.every_steps", c.checkpoint.every_steps, 0);
   check.AtLeast("checkpoint.keep_last", c.checkpoint.keep_last, 0);
+  check.AtMost("checkpoint.every_steps", c.checkpoint.every_steps, SpecCaps::kSteps);
+  check.AtMost("checkpoint.keep_last", c.checkpoint.keep_last, SpecCaps::kKeepLast);
 
   check.AtLeast("runtime.blas_threads", c.runtime.blas_threads, 0);
   check.AtLeast("runtime.intra_op_threads", c.runtime.intra_op_threads, 1);
+  check.AtMost("runtime.blas_threads", c.runtime.blas_threads, SpecCaps::kThreads);
+  check.AtMost("runtime.intra_op_threads", c.runtime.intra_op_threads, SpecCaps::kThreads);
   if (!IsValidDevice(c.runtime.device)) {
     problems->Add("runtime.device",
                   absl::StrCat("must be cpu, cuda or cuda:N (got '", c.runtime.device, "')"));
@@ -300,6 +345,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("parallel.pipeline_stages", par.pipeline_stages, 1);
   check.AtLeast("parallel.data_parallel", par.data_parallel, 1);
   check.AtLeast("parallel.micro_batches", par.micro_batches, 1);
+  check.AtMost("parallel.micro_batches", par.micro_batches, SpecCaps::kBatches);
   // PartitionStages (pipeline/stage_partition.h) splits the layers into any P in [1, layers]
   // and refuses every other P; the launchers count ranks in 32 bits.
   check.AtMost("parallel.pipeline_stages", par.pipeline_stages, kMaxRanks);
@@ -338,6 +384,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   if (!(par.bucket_mb > 0)) {
     problems->Add("parallel.bucket_mb", absl::StrCat("must be > 0 (got ", ShortestDouble(par.bucket_mb), ")"));
   }
+  check.AtMost("parallel.bucket_mb", par.bucket_mb, SpecCaps::kBucketMb);
   if (par.partition != "flops" && par.partition != "measured") {
     problems->Add("parallel.partition",
                   absl::StrCat("must be flops or measured (got '", par.partition, "')"));
@@ -353,9 +400,17 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("scheduling.priority", sched.priority, std::numeric_limits<int32_t>::min());
   check.AtMost("scheduling.priority", sched.priority, std::numeric_limits<int32_t>::max());
   check.AtLeast("scheduling.max_restarts", sched.max_restarts, 0);
-  check.AtMost("scheduling.max_restarts", sched.max_restarts, std::numeric_limits<int32_t>::max());
+  check.AtMost("scheduling.max_restarts", sched.max_restarts, SpecCaps::kRestarts);
   check.Timeout("scheduling.hang_timeout_s", sched.hang_timeout_s, /*zero_allowed=*/true);
   check.Timeout("scheduling.start_timeout_s", sched.start_timeout_s, /*zero_allowed=*/false);
+  if (sched.labels.size() > static_cast<size_t>(SpecCaps::kLabels)) {
+    problems->Add("scheduling.labels", absl::StrCat("at most ", SpecCaps::kLabels, " labels (got ",
+                                                    sched.labels.size(), ")"));
+  }
+  if (c.name.size() > SpecCaps::kNameBytes) {
+    problems->Add("name", absl::StrCat("must be at most ", SpecCaps::kNameBytes, " bytes (got ",
+                                       c.name.size(), ")"));
+  }
   for (const auto& [key, value] : sched.labels) {
     if (!IsValidLabelKey(key)) {
       problems->Add("scheduling.labels",
@@ -389,6 +444,10 @@ void ApplyOverride(const std::string& override_text, YAML::Node root, ConfigProb
     }
   }
   YAML::Node value;
+  if (absl::Status limits = CheckYamlLimits(override_text.substr(eq + 1)); !limits.ok()) {
+    problems->Add(where, std::string(limits.message()));
+    return;
+  }
   try {
     value = YAML::Load(override_text.substr(eq + 1));
   } catch (const YAML::ParserException& e) {
@@ -426,6 +485,9 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
                                          const JobConfigCheck& extra_check) {
   try {
     ConfigProblems problems;
+    if (absl::Status limits = CheckYamlLimits(yaml_text); !limits.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(source_name, ": ", limits.message()));
+    }
     std::vector<YAML::Node> documents;
     try {
       documents = YAML::LoadAll(yaml_text);

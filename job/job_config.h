@@ -160,6 +160,40 @@ struct ParallelConfig {
 /// the coordinator or a trainer overflow or abort.
 inline constexpr double kMaxTimeoutSeconds = 30.0 * 24 * 3600;
 
+/// Upper bounds of the spec's counts and sizes (docs/CONFIG.md, "Ranges"). They keep every
+/// product the trainer or coordinator forms (parameters, tokens per batch, ranks, bytes) far
+/// inside an int64 and a tensor's index range, so no spec can overflow or abort anything; the
+/// memory admission check refuses what no slot can hold.
+struct SpecCaps {
+  static constexpr int64_t kLayers = 2000;                // model.encoder_layers, decoder_layers
+  static constexpr int64_t kDModel = 65536;               // model.d_model
+  static constexpr int64_t kHeads = 1024;                 // model.heads
+  static constexpr int64_t kFfnDim = 262144;              // model.ffn_dim
+  static constexpr int64_t kVocab = 4194304;              // model.vocab_size
+  static constexpr int64_t kPositions = 1048576;          // model.max_positions (and data.max_len)
+  static constexpr int64_t kMaxTokens = 16777216;         // data.max_tokens
+  static constexpr int64_t kMaxSentences = 1048576;       // data.max_sentences
+  static constexpr int64_t kPrefetch = 1024;              // data.prefetch
+  static constexpr int64_t kPairsPerLanguage = 10000000;  // data.synthetic.pairs_per_language
+  static constexpr int64_t kWords = 1000;                 // data.synthetic.min_words, max_words
+  static constexpr int64_t kSteps = 1000000000000;        // steps and step intervals (10^12)
+  static constexpr int64_t kBatches = 65536;              // optim.accum_steps, micro_batches
+  static constexpr int64_t kProbeSentences = 4096;        // train.probe_sentences
+  static constexpr int64_t kValidPairs = 1000000000;      // train.valid_max_pairs
+  static constexpr int64_t kKeepLast = 1000000;           // checkpoint.keep_last
+  static constexpr int64_t kThreads = 1024;               // runtime.*_threads
+  static constexpr int64_t kRanks = 65536;                // pipeline_stages x data_parallel
+  static constexpr int64_t kRestarts = 1000;              // scheduling.max_restarts
+  static constexpr int64_t kLabels = 64;                  // scheduling.labels entries
+  static constexpr size_t kStringBytes = 4096;            // any string value (paths: PATH_MAX)
+  static constexpr size_t kNameBytes = 256;               // name
+  static constexpr double kMaxMinutes = 525600;           // train.max_minutes (365 days)
+  static constexpr double kBucketMb = 65536;              // parallel.bucket_mb
+  static constexpr double kTemperatureMin = 0.01;         // data.temperature in [min, max]
+  static constexpr double kTemperatureMax = 1000;
+  static constexpr double kRealMax = 1e9;  // lr, clip_norm, weight_decay, eps
+};
+
 /// How the coordinator schedules and supervises the job. `deepnet train` accepts and ignores it.
 struct SchedulingConfig {
   // Higher runs first; any sign, within 32 bits.

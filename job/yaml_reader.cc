@@ -39,12 +39,75 @@ std::string FormatDouble(double v) {
   return text;
 }
 
+namespace {
+
+// Length of the UTF-8 sequence starting at s[i] (1-4), or 0 when it is not valid there.
+size_t Utf8Length(std::string_view s, size_t i) {
+  const auto byte = [&s](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  size_t n = 0;
+  unsigned min = 0;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2, min = 0x80;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3, min = 0x800;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  unsigned cp = c & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7F; }
+
+}  // namespace
+
+std::string ShortenForMessage(std::string_view text, size_t max_bytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const size_t n = Utf8Length(text, i);
+    std::string piece;
+    if (n == 0 || IsControl(c)) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      piece = {'\\', 'x', kHex[c >> 4], kHex[c & 0xF]};
+    } else {
+      piece.assign(text.substr(i, n));
+    }
+    if (out.size() + piece.size() > max_bytes) return out + "...";
+    out += piece;
+    i += n == 0 ? 1 : n;
+  }
+  return out;
+}
+
+std::optional<std::string> CheckPlainText(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8Length(text, i);
+    if (n == 0) return absl::StrCat("must be valid UTF-8 (bad byte at offset ", i, ")");
+    if (IsControl(static_cast<unsigned char>(text[i]))) {
+      return absl::StrCat("must not contain control characters (",
+                          ShortenForMessage(text.substr(i, 1), 8), " at offset ", i, ")");
+    }
+    i += n;
+  }
+  return std::nullopt;
+}
+
 std::string DescribeYaml(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Scalar: {
-      const std::string& s = node.Scalar();
-      return absl::StrCat("'", s.size() > 60 ? absl::StrCat(s.substr(0, 57), "...") : s, "'");
-    }
+    case YAML::NodeType::Scalar:
+      return absl::StrCat("'", ShortenForMessage(node.Scalar(), 57), "'");
     case YAML::NodeType::Sequence:
       return "a list";
     case YAML::NodeType::Map:
@@ -102,21 +165,41 @@ std::optional<std::string> YamlToString(const YAML::Node& node, std::string* out
     return std::nullopt;
   }
   if (!node.IsScalar()) return absl::StrCat("expected a string (got ", DescribeYaml(node), ")");
+  if (node.Scalar().size() > kMaxStringBytes) {
+    return absl::StrCat("must be at most ", kMaxStringBytes, " bytes (got ", node.Scalar().size(),
+                        ")");
+  }
+  if (std::optional<std::string> error = CheckPlainText(node.Scalar())) {
+    return absl::StrCat(*error, " (got ", DescribeYaml(node), ")");
+  }
   *out = node.Scalar();
   return std::nullopt;
 }
 
 void ConfigProblems::Add(const std::string& path, const std::string& message) {
-  lines_.push_back(path.empty() ? message : absl::StrCat(path, ": ", message));
+  ++count_;
   bad_paths_.insert(path);
+  if (lines_.size() >= kMaxListed) return;
+  lines_.push_back(
+      ShortenForMessage(path.empty() ? message : absl::StrCat(path, ": ", message), kMaxLineBytes));
 }
 
 absl::Status ConfigProblems::ToStatus(const std::string& source_name) const {
-  if (lines_.empty()) return absl::OkStatus();
-  std::vector<std::string> prefixed;
-  prefixed.reserve(lines_.size());
-  for (const std::string& line : lines_) prefixed.push_back(absl::StrCat(source_name, ": ", line));
-  return absl::InvalidArgumentError(absl::StrJoin(prefixed, "\n"));
+  if (count_ == 0) return absl::OkStatus();
+  const std::string prefix = ShortenForMessage(source_name, 200);
+  std::string text;
+  size_t listed = 0;
+  for (const std::string& line : lines_) {
+    const std::string entry = absl::StrCat(listed > 0 ? "\n" : "", prefix, ": ", line);
+    if (listed > 0 && text.size() + entry.size() > kMaxBytes) break;
+    text += entry;
+    ++listed;
+  }
+  if (listed < count_) {
+    absl::StrAppend(&text, "\n", prefix, ": ... and ", count_ - listed, " more problem",
+                    count_ - listed == 1 ? "" : "s");
+  }
+  return absl::InvalidArgumentError(text);
 }
 
 YamlMapReader::YamlMapReader(YAML::Node node, std::string path, ConfigProblems* problems)
@@ -137,11 +220,14 @@ void YamlMapReader::StringList(const char* key, std::vector<std::string>* out) {
   std::vector<std::string> values;
   for (size_t i = 0; i < node->size(); ++i) {
     const YAML::Node item = (*node)[i];
-    if (item.IsScalar()) {
-      values.push_back(item.Scalar());
-    } else {
+    std::string value;
+    if (!item.IsScalar()) {
       problems_->Add(absl::StrCat(PathOf(key), "[", i, "]"),
                      absl::StrCat("expected a string (got ", DescribeYaml(item), ")"));
+    } else if (std::optional<std::string> error = YamlToString(item, &value)) {
+      problems_->Add(absl::StrCat(PathOf(key), "[", i, "]"), *error);
+    } else {
+      values.push_back(std::move(value));
     }
   }
   if (values.size() == node->size()) *out = std::move(values);

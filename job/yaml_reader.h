@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,10 +25,19 @@ std::string FormatDouble(double v);
 /// "a map" or "nothing".
 std::string DescribeYaml(const YAML::Node& node);
 
+/// `text` fit for an error message: control characters written as \xNN, and cut to at most
+/// `max_bytes` (plus "...") on a UTF-8 character boundary.
+std::string ShortenForMessage(std::string_view text, size_t max_bytes);
+
+/// Why `text` cannot be a string value of a config (a name, path or label), or nullopt: it must
+/// be valid UTF-8 without control characters (NUL, newline, tab, DEL, ...).
+std::optional<std::string> CheckPlainText(std::string_view text);
+
 /// Strict scalar conversions; each returns the error message, or nullopt after setting *out.
 /// Integers take optional sign and decimal digits only, and reject fractions and overflow.
 /// Numbers must be finite. Booleans are `true` or `false`. An empty (null) value is the empty
-/// string.
+/// string; strings must pass CheckPlainText and have at most kMaxStringBytes (PATH_MAX).
+inline constexpr size_t kMaxStringBytes = 4096;
 std::optional<std::string> YamlToInt64(const YAML::Node& node, int64_t* out);
 std::optional<std::string> YamlToUint64(const YAML::Node& node, uint64_t* out);
 std::optional<std::string> YamlToDouble(const YAML::Node& node, double* out);
@@ -35,18 +45,27 @@ std::optional<std::string> YamlToBool(const YAML::Node& node, bool* out);
 std::optional<std::string> YamlToString(const YAML::Node& node, std::string* out);
 
 /// Every problem found in a config, as "dotted.path: message" lines, so that one run reports
-/// all of them. Remembers which paths are bad so cross-field checks can skip them.
+/// all of them. Remembers which paths are bad so cross-field checks can skip them. The error
+/// stays short whatever the input (docs/OPERATIONS.md, "Error sizes"): each line is cut to
+/// kMaxLineBytes, and ToStatus lists at most kMaxListed lines and kMaxBytes in all, then
+/// "... and N more problems".
 class ConfigProblems {
  public:
+  static constexpr size_t kMaxListed = 20;
+  static constexpr size_t kMaxLineBytes = 400;
+  static constexpr size_t kMaxBytes = 3000;
+
   // An empty `path` adds `message` alone.
   void Add(const std::string& path, const std::string& message);
   bool Bad(const std::string& path) const { return bad_paths_.count(path) > 0; }
-  bool empty() const { return lines_.empty(); }
+  bool empty() const { return count_ == 0; }
+  size_t count() const { return count_; }
   // InvalidArgument with one line per problem, each prefixed by "source_name: ".
   absl::Status ToStatus(const std::string& source_name) const;
 
  private:
-  std::vector<std::string> lines_;
+  std::vector<std::string> lines_;  // The first kMaxListed, shortened.
+  size_t count_ = 0;
   std::set<std::string> bad_paths_;
 };
 

@@ -113,9 +113,20 @@ absl::StatusOr<std::string> ResolveToken(const std::string& flag_value,
   return std::string();
 }
 
+std::string TruncateMessage(const std::string& message, size_t max_bytes) {
+  if (message.size() <= max_bytes) return message;
+  static constexpr char kSuffix[] = "... (truncated)";
+  const size_t suffix = sizeof(kSuffix) - 1;
+  size_t cut = max_bytes > suffix ? max_bytes - suffix : 0;
+  // Back up over continuation bytes (10xxxxxx) so that no character is split.
+  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+  return message.substr(0, cut) + kSuffix;
+}
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      TruncateMessage(std::string(status.message())));
 }
 
 std::string Describe(const grpc::Status& status) {

@@ -57,7 +57,16 @@ void PrepareContext(grpc::ClientContext* context, const std::string& token,
                                                        const std::string& flag_file,
                                                        const std::string& env_name);
 
-// The same code and message as a grpc::Status, for a service handler's answer.
+// The longest status message a service sends (docs/OPERATIONS.md, "Error sizes"): far below
+// gRPC's 8 KiB metadata limit, whatever a request contained.
+inline constexpr size_t kMaxStatusMessageBytes = 4096;
+
+// `message` cut to at most `max_bytes` on a UTF-8 character boundary, ending in
+// "... (truncated)" when cut.
+std::string TruncateMessage(const std::string& message, size_t max_bytes = kMaxStatusMessageBytes);
+
+// The same code and message as a grpc::Status, for a service handler's answer; the message is
+// truncated to kMaxStatusMessageBytes.
 grpc::Status ToGrpc(const absl::Status& status);
 
 // "CODE_NAME: message", e.g. "NOT_FOUND: job j-000042 does not exist".

@@ -145,6 +145,22 @@ TYPED_TEST(JobStoreTest, CreateStoresQueuedJobThatGetReturns) {
   EXPECT_EQ(this->CreateJob().id, "j-000002");
 }
 
+TYPED_TEST(JobStoreTest, ListLeavesTheSpecOutWhenAsked) {
+  const JobRecord request = NewJob("alice", "key-1");
+  ASSERT_FALSE(request.spec_yaml.empty());
+  ASSERT_TRUE(this->store_->Create(request).ok());
+  JobFilter filter;
+  std::vector<JobRecord> listed = this->ListAll(filter, 10);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].spec_yaml, request.spec_yaml);
+  filter.with_spec = false;
+  listed = this->ListAll(filter, 10);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].spec_yaml, "");
+  EXPECT_EQ(listed[0].owner, "alice");
+  EXPECT_EQ(this->store_->Get(listed[0].id)->spec_yaml, request.spec_yaml);
+}
+
 TYPED_TEST(JobStoreTest, CreateRejectsInvalidJobsAndStoresNothing) {
   JobRecord no_owner = NewJob("");
   JobRecord no_stages = NewJob("alice");
