@@ -47,7 +47,9 @@ class GangScheduler {
   GangScheduler& operator=(const GangScheduler&) = delete;
 
   // Registers a ready worker with all slots free (see WorkerPool::Add for errors).
-  [[nodiscard]] absl::Status AddWorker(absl::string_view worker_id, int slots);
+  // `slot_memory` (bytes per slot; 0: unknown) bounds the jobs its slots take.
+  [[nodiscard]] absl::Status AddWorker(absl::string_view worker_id, int slots,
+                                       int64_t slot_memory = 0);
   // Changes a worker's state. Draining keeps its ranks and takes no new ones. Lost empties all its
   // slots and returns the placed jobs that lost ranks (by job id); those jobs keep their other
   // slots until Release(). NOT_FOUND for an unknown worker.
@@ -114,7 +116,7 @@ class GangScheduler {
     Placement placement;
     std::vector<SlotRef> slots;  // [global rank]; worker -1 once the rank was lost.
   };
-  enum class Verdict { kPlace, kInsufficient, kBehind, kExceeds };
+  enum class Verdict { kPlace, kInsufficient, kBehind, kExceeds, kExceedsMemory };
   // Result of one decision pass, for Schedule() to commit.
   struct PassResult {
     std::vector<const Queued*> placed;
