@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   std::string listen = "0.0.0.0:7071";
   std::string advertise_address;
   double stop_grace_s = 30.0;
+  int64_t slot_memory_bytes = 0;
   app.add_option("--coordinator", coordinator, "Coordinator address host:port")
       ->envname("DEEPNET_COORDINATOR")
       ->required();
@@ -75,6 +76,13 @@ int main(int argc, char** argv) {
   app.add_option("--slots", slots, "Slots (default: one per GPU, else 1 CPU slot)")
       ->envname("DEEPNET_SLOTS")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--slot-memory-bytes", slot_memory_bytes,
+                 "Memory each slot offers one rank (bytes, or with a unit: 80GiB); the "
+                 "coordinator places only jobs whose estimate fits. Default: the GPU's memory "
+                 "(NVML) for GPU slots, the host's memory divided among CPU slots")
+      ->envname("DEEPNET_SLOT_MEMORY_BYTES")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--work-dir", work_dir,
                  "Folder for job configs and trainer logs (default: deepnet-work/NAME)")
       ->envname("DEEPNET_WORK_DIR");
@@ -143,6 +151,14 @@ int main(int argc, char** argv) {
   sup.advertise_address = advertise_address;
   options.host =
       worker::DetectHostFacts(advertise_address, gpus, DEEPNET_VERSION, DEEPNET_TORCH_VERSION);
+  const std::vector<int64_t> gpu_memory =
+      slot_memory_bytes > 0 || gpus.empty()
+          ? std::vector<int64_t>{}
+          : worker::GpuMemoryBytes(worker::DetectGpuBusIds(
+                "/proc/driver/nvidia/gpus",
+                visible != nullptr ? std::optional<std::string>(visible) : std::nullopt));
+  options.host.slot_memory_source = worker::AssignSlotMemory(&sup.slots, slot_memory_bytes,
+                                                             options.host.memory_bytes, gpu_memory);
 
   int port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> health = worker::StartHealthServer(listen, &port);
@@ -153,6 +169,8 @@ int main(int argc, char** argv) {
   spdlog::info("deepnet-worker {} '{}': {} {} slot(s), coordinator {}, health on port {}",
                DEEPNET_VERSION, options.worker_name, sup.slots.size(),
                sup.slots.front().cuda ? "cuda" : "cpu", coordinator, port);
+  spdlog::info("slot memory: {} bytes for slot 0 (source: {}; 0 means unknown)",
+               sup.slots.front().memory_bytes, options.host.slot_memory_source);
   (*worker)->Start();
 
   int received = 0;

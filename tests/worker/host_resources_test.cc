@@ -42,6 +42,32 @@ TEST_F(HostFactsTest, CudaVisibleDevicesSelectsAndReorders) {
   EXPECT_THAT(DetectGpus(dir_.path(), std::string("0,7,1")), ElementsAre("NVIDIA A100-SXM4-40GB"));
 }
 
+TEST_F(HostFactsTest, BusIdsFollowTheGpuOrder) {
+  EXPECT_THAT(DetectGpuBusIds(dir_.path(), std::nullopt),
+              ElementsAre("0000:41:00.0", "0000:c1:00.0"));
+  EXPECT_THAT(DetectGpuBusIds(dir_.path(), std::string("1")), ElementsAre("0000:c1:00.0"));
+  // No NVML here (or no such device): unknown, never an error.
+  EXPECT_THAT(GpuMemoryBytes({"0000:ff:1f.7"}), ElementsAre(0));
+}
+
+TEST(SlotMemoryTest, FlagGpuAndHostShares) {
+  std::vector<SlotInfo> cpu = *PlanSlots(4, 0);
+  EXPECT_EQ(AssignSlotMemory(&cpu, 0, int64_t{64} << 30, {}), "host");
+  EXPECT_EQ(cpu[3].memory_bytes, int64_t{16} << 30);
+  EXPECT_EQ(AssignSlotMemory(&cpu, 1000, int64_t{64} << 30, {}), "flag");
+  EXPECT_EQ(cpu[0].memory_bytes, 1000);
+  EXPECT_EQ(AssignSlotMemory(&cpu, 0, 0, {}), "unknown");
+  EXPECT_EQ(cpu[0].memory_bytes, 0);
+
+  std::vector<SlotInfo> gpu = *PlanSlots(0, 2);
+  EXPECT_EQ(AssignSlotMemory(&gpu, 0, int64_t{64} << 30, {int64_t{80} << 30, int64_t{40} << 30}),
+            "gpu");
+  EXPECT_EQ(gpu[0].memory_bytes, int64_t{80} << 30);
+  EXPECT_EQ(gpu[1].memory_bytes, int64_t{40} << 30);
+  EXPECT_EQ(AssignSlotMemory(&gpu, 0, int64_t{64} << 30, {int64_t{80} << 30, 0}), "unknown");
+  EXPECT_EQ(AssignSlotMemory(&gpu, 0, int64_t{64} << 30, {}), "unknown");
+}
+
 TEST_F(HostFactsTest, NoDriverMeansNoGpus) {
   EXPECT_TRUE(DetectGpus(dir_.path() + "/absent", std::nullopt).empty());
 }
