@@ -50,6 +50,14 @@ TEST_F(HostFactsTest, BusIdsFollowTheGpuOrder) {
   EXPECT_THAT(GpuMemoryBytes({"0000:ff:1f.7"}), ElementsAre(0));
 }
 
+// On a machine with the NVIDIA driver, every visible GPU's memory is read through NVML.
+TEST(SlotMemoryTest, RealGpusReportTheirMemoryThroughNvml) {
+  const std::vector<std::string> bus_ids =
+      DetectGpuBusIds("/proc/driver/nvidia/gpus", std::nullopt);
+  if (bus_ids.empty()) GTEST_SKIP() << "no NVIDIA GPU on this machine";
+  for (int64_t bytes : GpuMemoryBytes(bus_ids)) EXPECT_GT(bytes, int64_t{1} << 30);
+}
+
 TEST(SlotMemoryTest, FlagGpuAndHostShares) {
   std::vector<SlotInfo> cpu = *PlanSlots(4, 0);
   EXPECT_EQ(AssignSlotMemory(&cpu, 0, int64_t{64} << 30, {}), "host");
