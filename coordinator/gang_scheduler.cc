@@ -168,17 +168,21 @@ GangScheduler::PassResult GangScheduler::Pass(bool stop_early, OnJob&& on_job) c
   const Queued* trigger_job = nullptr;
   std::vector<std::pair<const Queued*, int>> blocked;  // Job, placements when found blocked.
   int64_t placed_ranks = 0;                            // Ranks placed so far in this pass.
+  // Slot memory of the ready workers, once per pass (O(workers)); the pass changes no worker.
+  const int64_t largest_memory = pool_.largest_ready_slot_memory();
+  const int64_t smallest_memory = pool_.smallest_known_slot_memory();
   for (const auto& [key, job] : queue_) {
     if (stop_early && (barrier != nullptr || free == 0)) break;
     const int64_t memory = job.request.memory_per_rank_bytes;
-    if (memory > 0 && ready > 0 && pool_.largest_ready_slot_memory() < memory) {
+    if (memory > 0 && ready > 0 && largest_memory < memory) {
       on_job(job, Verdict::kExceedsMemory, nullptr, free);
       continue;
     }
-    // Slots too small for the job's ranks do not count for it. Jobs placed earlier in this pass
-    // may have taken eligible slots: count them all as taken (never more than exact).
+    // Slots too small for the job's ranks do not count for it (an O(workers) count, only for
+    // such jobs). Jobs placed earlier in this pass may have taken eligible slots: count them
+    // all as taken (never more than fits).
     int64_t job_ready = ready, job_free = free;
-    if (pool_.FiltersMemory(memory)) {
+    if (memory > 0 && smallest_memory > 0 && smallest_memory < memory) {
       const auto [eligible_free, eligible_all] = pool_.EligibleSlots(memory);
       job_ready = eligible_all;
       job_free = std::min(free, std::max<int64_t>(eligible_free - placed_ranks, 0));

@@ -78,7 +78,9 @@ class GangScheduler {
   [[nodiscard]] absl::Status RestorePlacement(const Placement& placement);
 
   // Places queued gangs in queue order as the head-of-line policy allows; returns the new
-  // placements in the order they were made. Cost: O(jobs visited) plus O(k log W) per placement.
+  // placements in the order they were made. Cost: O(jobs visited) plus O(k log W) per placement,
+  // plus O(W) once per pass for slot memory and O(W) per job that some ready slots are too small
+  // for.
   [[nodiscard]] std::vector<Placement> Schedule();
   // Every queued job, in scheduling order, with the reason it is not placed. Computed from the
   // current state as if Schedule() ran now (kSchedulable: the next Schedule() places it). O(jobs).

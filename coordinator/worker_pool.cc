@@ -129,12 +129,13 @@ int64_t WorkerPool::largest_ready_slot_memory() const {
   return largest;
 }
 
-bool WorkerPool::FiltersMemory(int64_t min_memory) const {
-  if (min_memory <= 0) return false;
+int64_t WorkerPool::smallest_known_slot_memory() const {
+  int64_t smallest = 0;
   for (const Worker& w : workers_) {
-    if (!w.id.empty() && w.state == WorkerState::kReady && !Holds(w, min_memory)) return true;
+    if (w.id.empty() || w.state != WorkerState::kReady || w.slot_memory <= 0) continue;
+    if (smallest == 0 || w.slot_memory < smallest) smallest = w.slot_memory;
   }
-  return false;
+  return smallest;
 }
 
 std::pair<int64_t, int64_t> WorkerPool::EligibleSlots(int64_t min_memory) const {

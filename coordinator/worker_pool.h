@@ -76,9 +76,15 @@ class WorkerPool {
   // Memory of the largest slot on a ready worker: INT64_MAX when a ready worker's is unknown, 0
   // when no worker is ready. O(workers).
   int64_t largest_ready_slot_memory() const;
+  // Memory of the smallest slot of known memory on a ready worker; 0 when none is known.
+  // O(workers).
+  int64_t smallest_known_slot_memory() const;
   // Whether some ready worker's slots are known to offer less than `min_memory` (so placement
   // must pick workers); false for min_memory <= 0. O(workers).
-  bool FiltersMemory(int64_t min_memory) const;
+  bool FiltersMemory(int64_t min_memory) const {
+    const int64_t smallest = smallest_known_slot_memory();
+    return min_memory > 0 && smallest > 0 && smallest < min_memory;
+  }
   // Free and all slots on ready workers whose slots offer at least `min_memory` (or an unknown
   // amount). O(workers).
   std::pair<int64_t, int64_t> EligibleSlots(int64_t min_memory) const;
