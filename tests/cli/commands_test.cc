@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -84,6 +85,30 @@ TEST(CommandsTest, TrainRejectsBadConfigNamingTheKey) {
   EXPECT_EQ(RunTrain(cmd, nullptr, out, err), kExitBadInput);
   EXPECT_NE(err.str().find("optim.lr"), std::string::npos) << err.str();
   EXPECT_NE(err.str().find("model.nrom"), std::string::npos) << err.str();
+}
+
+// A model far larger than its slot: `deepnet train` exits 2 with the estimate before it builds
+// anything (the slot's memory comes from the worker's variable, set here).
+TEST(CommandsTest, TrainRefusesAModelLargerThanItsMemory) {
+  TempDir dir;
+  std::ofstream(dir / "job.yaml")
+      << "model: {encoder_layers: 1, decoder_layers: 1, d_model: 16384, "
+         "heads: 16, ffn_dim: 65536, max_positions: 64}\n"
+         "data: {synthetic: {languages: [cp], pairs_per_language: 20}, "
+         "max_len: 60}\n"
+         "train: {max_steps: 1}\n";
+  TrainCommand cmd;
+  cmd.config_path = dir / "job.yaml";
+  ASSERT_EQ(setenv("DEEPNET_SLOT_MEMORY_BYTES", "1073741824", 1), 0);
+  std::ostringstream out, err;
+  const int code = RunTrain(cmd, nullptr, out, err);
+  unsetenv("DEEPNET_SLOT_MEMORY_BYTES");
+  EXPECT_EQ(code, kExitBadInput);
+  EXPECT_NE(err.str().find("not enough memory: this model needs an estimated"), std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("but 1.00 GiB is available (the worker's slot memory"),
+            std::string::npos)
+      << err.str();
 }
 
 TEST(CommandsTest, TrainThenTranslate) {
