@@ -104,6 +104,34 @@ std::vector<std::string> DetectGpuBusIds(const std::string& proc_dir,
   return ids;
 }
 
+int64_t CgroupMemoryLimit(const std::string& self_cgroup, const std::string& cgroup_root) {
+  std::ifstream in(self_cgroup);
+  std::string line;
+  while (std::getline(in, line)) {
+    // v2: "0::/path"; v1: "N:memory,...:/path".
+    const size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    std::string file;
+    if (controllers.empty()) {
+      file = cgroup_root + path + "/memory.max";
+    } else if (absl::StrContains(controllers, "memory")) {
+      file = cgroup_root + "/memory" + path + "/memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    std::ifstream limit_in(file);
+    std::string text;
+    int64_t limit = 0;
+    if (std::getline(limit_in, text) && absl::SimpleAtoi(text, &limit) && limit > 0 &&
+        limit < (int64_t{1} << 60)) {  // v1 writes a huge number for "no limit"
+      return limit;
+    }
+  }
+  return 0;
+}
+
 std::string AssignSlotMemory(std::vector<SlotInfo>* slots, int64_t override_bytes,
                              int64_t host_memory, const std::vector<int64_t>& gpu_memory) {
   if (override_bytes > 0) {

@@ -56,6 +56,11 @@ std::vector<std::string> DetectGpuBusIds(const std::string& proc_dir,
 // the daemon links no CUDA library); 0 for a GPU NVML does not answer for, all 0 without NVML.
 std::vector<int64_t> GpuMemoryBytes(const std::vector<std::string>& bus_ids);
 
+// The memory limit of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes), read
+// from `self_cgroup` (/proc/self/cgroup) under `cgroup_root` (/sys/fs/cgroup); 0 when there is
+// none. A worker in a container with a memory limit shares that, not the machine's memory.
+int64_t CgroupMemoryLimit(const std::string& self_cgroup, const std::string& cgroup_root);
+
 // Sets every slot's memory_bytes and returns where it came from: `override_bytes` (> 0; the
 // --slot-memory-bytes flag) for every slot, "flag"; else CUDA slots get their GPU's memory from
 // `gpu_memory` ([device_index]; "gpu", or "unknown" when a GPU's is 0), CPU slots an equal share

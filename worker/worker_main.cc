@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("--slot-memory-bytes", slot_memory_bytes,
                  "Memory each slot offers one rank (bytes, or with a unit: 80GiB); the "
                  "coordinator places only jobs whose estimate fits. Default: the GPU's memory "
-                 "(NVML) for GPU slots, the host's memory divided among CPU slots")
+                 "(NVML) for GPU slots, the host's memory (or its cgroup limit) divided among "
+                 "CPU slots")
       ->envname("DEEPNET_SLOT_MEMORY_BYTES")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::NonNegativeNumber);
@@ -157,8 +158,12 @@ int main(int argc, char** argv) {
           : worker::GpuMemoryBytes(worker::DetectGpuBusIds(
                 "/proc/driver/nvidia/gpus",
                 visible != nullptr ? std::optional<std::string>(visible) : std::nullopt));
-  options.host.slot_memory_source = worker::AssignSlotMemory(&sup.slots, slot_memory_bytes,
-                                                             options.host.memory_bytes, gpu_memory);
+  // CPU slots share the machine's memory, or the container's limit when it has one.
+  int64_t host_memory = options.host.memory_bytes;
+  const int64_t limit = worker::CgroupMemoryLimit("/proc/self/cgroup", "/sys/fs/cgroup");
+  if (limit > 0 && (host_memory == 0 || limit < host_memory)) host_memory = limit;
+  options.host.slot_memory_source =
+      worker::AssignSlotMemory(&sup.slots, slot_memory_bytes, host_memory, gpu_memory);
 
   int port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> health = worker::StartHealthServer(listen, &port);

@@ -58,6 +58,24 @@ TEST(SlotMemoryTest, RealGpusReportTheirMemoryThroughNvml) {
   for (int64_t bytes : GpuMemoryBytes(bus_ids)) EXPECT_GT(bytes, int64_t{1} << 30);
 }
 
+TEST_F(HostFactsTest, CgroupMemoryLimitV2AndV1) {
+  const std::string root = dir_.path() + "/cg";
+  std::filesystem::create_directories(root + "/pods/w1");
+  std::ofstream(root + "/pods/w1/memory.max") << "8589934592\n";
+  std::ofstream(dir_.path() + "/self_v2") << "0::/pods/w1\n";
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/self_v2", root), int64_t{8} << 30);
+  std::ofstream(root + "/pods/w1/memory.max") << "max\n";
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/self_v2", root), 0);
+
+  std::filesystem::create_directories(root + "/memory/job");
+  std::ofstream(root + "/memory/job/memory.limit_in_bytes") << "4294967296\n";
+  std::ofstream(dir_.path() + "/self_v1") << "5:cpu,cpuacct:/job\n4:memory:/job\n";
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/self_v1", root), int64_t{4} << 30);
+  std::ofstream(root + "/memory/job/memory.limit_in_bytes") << "9223372036854771712\n";
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/self_v1", root), 0);
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/absent", root), 0);
+}
+
 TEST(SlotMemoryTest, FlagGpuAndHostShares) {
   std::vector<SlotInfo> cpu = *PlanSlots(4, 0);
   EXPECT_EQ(AssignSlotMemory(&cpu, 0, int64_t{64} << 30, {}), "host");
