@@ -24,6 +24,8 @@ struct TrainCommand {
   std::vector<std::string> overrides;  // "key.path=value"
   std::string log_format = "text";     // text | json
   bool validate_only = false;          // Print the effective config and exit.
+  // Skip the check of the memory estimate against the available memory (train/memory_check.h).
+  bool no_memory_check = false;
 };
 
 struct InspectCommand {

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--set", train.overrides, "Override a field: key.path=value (repeatable)");
   train_cmd->add_option("--log-format", train.log_format, "Progress format")
       ->check(CLI::IsMember({"text", "json"}));
+  train_cmd->add_flag("--no-memory-check", train.no_memory_check,
+                      "Start even when the memory estimate exceeds the available memory");
   train_cmd->add_flag("--validate-config", train.validate_only,
                       "Print the effective configuration and exit");
 

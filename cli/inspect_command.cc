@@ -36,7 +36,8 @@ std::string Bytes(double bytes) {
 
 }  // namespace
 
-std::string InspectJson(const model::DeepNetConfig& c, const model::StatsOptions& o) {
+std::string InspectJson(const model::DeepNetConfig& c, const model::StatsOptions& o,
+                        const job::MemoryLayout& layout) {
   const model::ModelStats s = model::ComputeModelStats(c, o);
   nlohmann::json j;
   j["encoder_layers"] = c.encoder_layers();
@@ -63,10 +64,32 @@ std::string InspectJson(const model::DeepNetConfig& c, const model::StatsOptions
   j["gradient_bytes"] = s.gradient_bytes;
   j["optimizer_bytes"] = s.optimizer_bytes;
   j["training_state_bytes"] = s.parameter_bytes + s.gradient_bytes + s.optimizer_bytes;
+  const job::MemoryEstimate e = job::EstimateMemory(c, layout);
+  const job::StageMemory& r = e.largest;
+  j["memory_per_rank"] = {{"precision", std::string(job::ToString(layout.precision))},
+                          {"pipeline_stages", e.stages},
+                          {"micro_batches", layout.micro_batches},
+                          {"schedule", layout.gpipe ? "gpipe" : "1f1b"},
+                          {"tokens_per_micro_batch", layout.tokens_per_micro_batch},
+                          {"sequence_length", layout.sequence_length},
+                          {"stage", r.stage},
+                          {"layers", r.layers},
+                          {"parameters", r.parameters},
+                          {"parameter_bytes", r.parameter_bytes},
+                          {"gradient_bytes", r.gradient_bytes},
+                          {"optimizer_bytes", r.optimizer_bytes},
+                          {"position_table_bytes", r.buffer_bytes},
+                          {"activation_bytes_per_micro_batch", r.activation_bytes_per_micro_batch},
+                          {"live_micro_batches", r.live_micro_batches},
+                          {"activation_bytes", r.activation_bytes},
+                          {"total_bytes", r.total_bytes},
+                          {"biggest_part", e.biggest_part()},
+                          {"saturated", e.saturated}};
   return j.dump(2);
 }
 
-std::string InspectText(const model::DeepNetConfig& c, const model::StatsOptions& o) {
+std::string InspectText(const model::DeepNetConfig& c, const model::StatsOptions& o,
+                        const job::MemoryLayout& layout) {
   const model::ModelStats s = model::ComputeModelStats(c, o);
   std::ostringstream out;
   char buf[256];
@@ -88,11 +111,29 @@ std::string InspectText(const model::DeepNetConfig& c, const model::StatsOptions
   out << "  memory (fp32):         parameters " << Bytes(s.parameter_bytes) << ", gradients "
       << Bytes(s.gradient_bytes) << ", Adam " << Bytes(s.optimizer_bytes) << ", total "
       << Bytes(s.parameter_bytes + s.gradient_bytes + s.optimizer_bytes) << "\n";
+  const job::MemoryEstimate e = job::EstimateMemory(c, layout);
+  const job::StageMemory& r = e.largest;
+  out << "  memory per rank (" << job::ToString(layout.precision) << ", " << e.stages
+      << " pipeline stage(s), " << layout.micro_batches << " micro-batch(es), "
+      << (layout.gpipe ? "gpipe" : "1f1b") << ", " << layout.tokens_per_micro_batch
+      << " tokens per micro-batch, sequences up to " << layout.sequence_length << "):\n";
+  out << "    largest rank:        stage " << r.stage << " (" << r.layers << " layers, "
+      << r.parameters << " parameters)\n";
+  out << "    parameters:          " << job::FormatBytes(r.parameter_bytes) << "\n";
+  out << "    gradients:           " << job::FormatBytes(r.gradient_bytes) << "\n";
+  out << "    optimizer state:     " << job::FormatBytes(r.optimizer_bytes) << "\n";
+  out << "    activations:         " << job::FormatBytes(r.activation_bytes) << " ("
+      << r.live_micro_batches << " live x " << job::FormatBytes(r.activation_bytes_per_micro_batch)
+      << ")\n";
+  out << "    position table:      " << job::FormatBytes(r.buffer_bytes) << "\n";
+  out << "    total:               " << job::FormatBytes(r.total_bytes)
+      << " (biggest part: " << e.biggest_part() << ")\n";
   return out.str();
 }
 
 int RunInspect(const InspectCommand& command, std::ostream& out, std::ostream& err) {
   model::DeepNetConfig config = command.model;
+  job::MemoryLayout layout = job::LayoutOf(job::JobConfig{});
   if (!command.config_path.empty()) {
     auto job_config = job::LoadJobConfig(command.config_path);
     if (!job_config.ok()) {
@@ -101,6 +142,7 @@ int RunInspect(const InspectCommand& command, std::ostream& out, std::ostream& e
     }
     config = job_config->model;
     if (config.vocab_size() == 0) config.vocab_size(command.model.vocab_size());
+    layout = job::LayoutOf(*job_config);
   }
   try {
     model::Validate(config);
@@ -108,8 +150,8 @@ int RunInspect(const InspectCommand& command, std::ostream& out, std::ostream& e
     err << "deepnet inspect: " << e.what_without_backtrace() << "\n";
     return kExitBadInput;
   }
-  out << (command.format == "json" ? InspectJson(config, command.stats) + "\n"
-                                   : InspectText(config, command.stats));
+  out << (command.format == "json" ? InspectJson(config, command.stats, layout) + "\n"
+                                   : InspectText(config, command.stats, layout));
   return kExitOk;
 }
 

@@ -106,6 +106,10 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   // mpirun gives ranks a pseudo-terminal; a redrawn line belongs to interactive single runs.
   io.live = &out == &std::cout && isatty(STDOUT_FILENO) && world_size == 1;
   io.stop = stop;
+  if (!command.no_memory_check) {
+    io.memory = train::AvailableMemory(config->runtime.device.rfind("cuda", 0) == 0,
+                                       launch->local_size, train::DefaultMemorySources());
+  }
   if (io.format == train::LogFormat::kText && launch->rank == 0) {
     const char* core = std::getenv("OPENBLAS_CORETYPE");
     out << "[threads] " << threads.blas_library << (core ? std::string(" (") + core + ")" : "")

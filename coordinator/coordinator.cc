@@ -201,6 +201,13 @@ absl::StatusOr<JobSpecInfo> Coordinator::ParseSpec(const std::string& config_yam
                                              options_.cluster_slots);
     if (!fits.ok()) return absl::InvalidArgumentError(absl::StrCat("job spec: ", fits.message()));
   }
+  // Likewise only the configured largest slot refuses for memory; registered slots make the job
+  // wait (PendingCode::kExceedsSlotMemory).
+  if (absl::Status fits = CheckMemoryFits(spec->memory_per_rank_bytes, spec->memory_biggest_part,
+                                          spec->memory_summary, options_.cluster_slot_memory);
+      !fits.ok()) {
+    return fits;
+  }
   return spec;
 }
 

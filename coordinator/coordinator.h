@@ -53,6 +53,11 @@ struct CoordinatorOptions {
   // this. 0: no bound; a job larger than the registered workers is queued (pending code
   // kExceedsRegistered) and starts once enough workers join.
   int64_t cluster_slots = 0;
+  // When > 0: the memory of the largest slot the cluster can ever have, in bytes (the
+  // coordinator's --cluster-slot-memory); SubmitJob refuses (FAILED_PRECONDITION) a job whose
+  // estimated memory per rank exceeds it. 0: no bound; such a job is queued and waits (pending
+  // code kExceedsSlotMemory) while no registered slot advertises enough memory.
+  int64_t cluster_slot_memory = 0;
   JobSpecCheckOptions spec_check;
   // The tokens file's accounts: StartAttempt sends the owner's teams, uid and gid with every
   // assignment (the worker checks paths and picks the trainer's account with them). May be null

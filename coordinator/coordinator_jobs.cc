@@ -110,6 +110,8 @@ void Coordinator::Enqueue(JobRuntime& job) {
   }
   request.submit_seq = number;
   request.pipeline_stages = job.record.pipeline_stages;
+  request.memory_per_rank_bytes = job.spec.memory_per_rank_bytes;
+  request.memory_biggest_part = job.spec.memory_biggest_part;
   request.data_parallel = job.record.data_parallel;
   request.user = job.record.owner;
   request.team = job.spec.team;

@@ -45,6 +45,7 @@ struct Flags {
   double reattach_window_s = 10;
   double log_request_timeout_s = 10;
   int64_t cluster_slots = 0;
+  int64_t cluster_slot_memory = 0;
   int max_overtakes = 0;
   bool no_check_paths = false;
   std::string storage_root;
@@ -163,6 +164,7 @@ int Run(const Flags& flags) {
   options.log_request_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(flags.log_request_timeout_s * 1000));
   options.cluster_slots = flags.cluster_slots;
+  options.cluster_slot_memory = flags.cluster_slot_memory;
   options.scheduler.max_overtakes = flags.max_overtakes;
   options.spec_check.check_paths = !flags.no_check_paths;
   options.spec_check.storage_policy = storage_policy;
@@ -282,6 +284,13 @@ int main(int argc, char** argv) {
                  "slots the cluster can ever have: SubmitJob refuses a gang larger than this; "
                  "0: no bound (a job larger than the registered workers queues until they join)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--cluster-slot-memory", flags.cluster_slot_memory,
+                 "memory of the largest slot the cluster can ever have (bytes, or with a unit: "
+                 "80GiB, 512MiB): SubmitJob refuses a job whose estimated memory per rank is "
+                 "larger; 0: no bound (such a job queues until a slot with enough memory joins)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-overtakes", flags.max_overtakes,
                  "times a blocked gang may be overtaken by smaller jobs (0: strict order)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();

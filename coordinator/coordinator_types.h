@@ -23,6 +23,8 @@ struct SlotFacts {
   int index = 0;
   bool cuda = false;
   int device_index = -1;
+  // Memory one rank may use on the slot (WorkerSlot.memory_bytes); 0: unknown.
+  int64_t memory_bytes = 0;
 };
 
 struct HostFacts {

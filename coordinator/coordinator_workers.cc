@@ -59,13 +59,20 @@ absl::StatusOr<RegistrationResult> Coordinator::Register(const Registration& reg
         absl::StrCat("worker ", id, " registered again (epoch ", *epoch, ")")));
     worker.sink = nullptr;
   }
+  // The scheduler places by the smallest slot of a worker; unknown (0) on any slot: unknown.
+  int64_t slot_memory = INT64_MAX;
+  for (const SlotFacts& s : registration.slots) {
+    slot_memory = std::min(slot_memory, std::max<int64_t>(s.memory_bytes, 0));
+  }
   const std::optional<WorkerInfo> known = scheduler_->FindWorker(id);
-  if (known.has_value() && known->slots != n) {
+  if (known.has_value() && (known->slots != n || known->slot_memory != slot_memory)) {
     absl::StatusOr<std::vector<LostRanks>> lost = scheduler_->RemoveWorker(id);
-    if (lost.ok()) HandleLostRanks(*lost, id, "worker re-registered with a different slot count");
+    if (lost.ok()) {
+      HandleLostRanks(*lost, id, "worker re-registered with a different slot count or memory");
+    }
   }
   if (!scheduler_->FindWorker(id).has_value()) {
-    if (absl::Status s = scheduler_->AddWorker(id, n); !s.ok()) return s;
+    if (absl::Status s = scheduler_->AddWorker(id, n, slot_memory); !s.ok()) return s;
   }
   // No placements until its session is open (a gang must not land on a worker it cannot reach).
   (void)scheduler_->UpdateWorkerState(id, WorkerState::kDraining);

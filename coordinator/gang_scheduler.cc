@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "job/memory_estimate.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -33,8 +34,8 @@ absl::StatusOr<std::unique_ptr<GangScheduler>> GangScheduler::Create(
   return std::unique_ptr<GangScheduler>(new GangScheduler(options));
 }
 
-absl::Status GangScheduler::AddWorker(absl::string_view worker_id, int slots) {
-  return pool_.Add(worker_id, slots);
+absl::Status GangScheduler::AddWorker(absl::string_view worker_id, int slots, int64_t slot_memory) {
+  return pool_.Add(worker_id, slots, slot_memory);
 }
 
 absl::StatusOr<std::vector<LostRanks>> GangScheduler::UpdateWorkerState(absl::string_view worker_id,
@@ -183,6 +184,10 @@ GangScheduler::PassResult GangScheduler::Pass(bool stop_early, OnJob&& on_job) c
     if (held + ranks <= cap->second.max_ranks) return std::nullopt;
     return held;
   };
+  int64_t placed_ranks = 0;  // Ranks placed so far in this pass.
+  // Slot memory of the ready workers, once per pass (O(workers)); the pass changes no worker.
+  const int64_t largest_memory = pool_.largest_ready_slot_memory();
+  const int64_t smallest_memory = pool_.smallest_known_slot_memory();
   for (const auto& [key, job] : queue_) {
     if (stop_early && (barrier != nullptr || free == 0)) break;
     const GangRequest& r = job.request;
@@ -194,17 +199,33 @@ GangScheduler::PassResult GangScheduler::Pass(bool stop_early, OnJob&& on_job) c
       on_job(job, Verdict::kTeamCap, nullptr, free, *held);
       continue;
     }
-    if (job.ranks > ready) {
+    const int64_t memory = r.memory_per_rank_bytes;
+    if (memory > 0 && ready > 0 && largest_memory < memory) {
+      on_job(job, Verdict::kExceedsMemory, nullptr, free, 0);
+      continue;
+    }
+    // Slots too small for the job's ranks do not count for it (an O(workers) count, only for
+    // such jobs). Jobs placed earlier in this pass may have taken eligible slots: count them
+    // all as taken (never more than fits).
+    int64_t job_ready = ready, job_free = free;
+    if (memory > 0 && smallest_memory > 0 && smallest_memory < memory) {
+      const auto [eligible_free, eligible_all] = pool_.EligibleSlots(memory);
+      job_ready = eligible_all;
+      job_free = std::min(free, std::max<int64_t>(eligible_free - placed_ranks, 0));
+    }
+    if (job.ranks > job_ready) {
       on_job(job, Verdict::kExceeds, nullptr, free, 0);
       continue;
     }
     if (barrier != nullptr) {
-      on_job(job, job.ranks > free ? Verdict::kInsufficient : Verdict::kBehind, barrier, free, 0);
+      on_job(job, job.ranks > job_free ? Verdict::kInsufficient : Verdict::kBehind, barrier, free,
+             0);
       continue;
     }
-    if (job.ranks <= free) {
+    if (job.ranks <= job_free) {
       on_job(job, Verdict::kPlace, nullptr, free, 0);
       free -= job.ranks;
+      placed_ranks += job.ranks;
       result.placed.push_back(&job);
       if (!r.user.empty()) user_added[r.user] += job.ranks;
       if (!r.team.empty()) team_added[r.team] += job.ranks;
@@ -242,7 +263,7 @@ std::vector<Placement> GangScheduler::Schedule() {
     const GangRequest& r = job->request;
     Placed placed;
     placed.slots = pool_.Allocate(handle, static_cast<int>(r.pipeline_stages),
-                                  static_cast<int>(r.data_parallel));
+                                  static_cast<int>(r.data_parallel), r.memory_per_rank_bytes);
     placed.placement.job_id = r.job_id;
     placed.placement.pipeline_stages = r.pipeline_stages;
     placed.placement.data_parallel = r.data_parallel;
@@ -282,6 +303,9 @@ std::vector<PendingJob> GangScheduler::Pending() const {
              break;
            case Verdict::kExceeds:
              p.code = PendingCode::kExceedsRegistered;
+             break;
+           case Verdict::kExceedsMemory:
+             p.code = PendingCode::kExceedsSlotMemory;
              break;
            case Verdict::kUserCap:
              p.code = PendingCode::kUserRankLimit;
@@ -340,8 +364,24 @@ std::string GangScheduler::Reason(const Queued& job, Verdict verdict, const Queu
       return absl::StrCat("waiting behind ", which, ", which ", GangText(b, blocker->ranks), " (",
                           policy, "); this job fits: ", gang, ", ", free, " free");
     }
-    case Verdict::kExceeds:
-      return absl::StrCat("waiting for workers to join: ", gang, "; ", ClusterText(free));
+    case Verdict::kExceeds: {
+      std::string reason =
+          absl::StrCat("waiting for workers to join: ", gang, "; ", ClusterText(free));
+      if (pool_.FiltersMemory(job.request.memory_per_rank_bytes)) {
+        absl::StrAppend(&reason, "; ",
+                        pool_.EligibleSlots(job.request.memory_per_rank_bytes).second,
+                        " of the ready slots have the ",
+                        job::FormatBytes(job.request.memory_per_rank_bytes), " each rank needs");
+      }
+      return reason;
+    }
+    case Verdict::kExceedsMemory:
+      return absl::StrCat("waiting for a slot with enough memory: each rank needs an estimated ",
+                          job::FormatBytes(job.request.memory_per_rank_bytes),
+                          " (biggest part: ", job.request.memory_biggest_part,
+                          "), but the largest slot of the ready workers has ",
+                          job::FormatBytes(pool_.largest_ready_slot_memory()), "; ", gang, "; ",
+                          ClusterText(free));
     case Verdict::kUserCap:
     case Verdict::kTeamCap: {
       const bool user = verdict == Verdict::kUserCap;

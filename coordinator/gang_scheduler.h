@@ -48,7 +48,9 @@ class GangScheduler {
   GangScheduler& operator=(const GangScheduler&) = delete;
 
   // Registers a ready worker with all slots free (see WorkerPool::Add for errors).
-  [[nodiscard]] absl::Status AddWorker(absl::string_view worker_id, int slots);
+  // `slot_memory` (bytes per slot; 0: unknown) bounds the jobs its slots take.
+  [[nodiscard]] absl::Status AddWorker(absl::string_view worker_id, int slots,
+                                       int64_t slot_memory = 0);
   // Changes a worker's state. Draining keeps its ranks and takes no new ones. Lost empties all its
   // slots and returns the placed jobs that lost ranks (by job id); those jobs keep their other
   // slots until Release(). NOT_FOUND for an unknown worker.
@@ -81,7 +83,9 @@ class GangScheduler {
   void SetRankCaps(RankCaps caps) { caps_ = std::move(caps); }
 
   // Places queued gangs in queue order as the head-of-line policy allows; returns the new
-  // placements in the order they were made. Cost: O(jobs visited) plus O(k log W) per placement.
+  // placements in the order they were made. Cost: O(jobs visited) plus O(k log W) per placement,
+  // plus O(W) once per pass for slot memory and O(W) per job that some ready slots are too small
+  // for.
   [[nodiscard]] std::vector<Placement> Schedule();
   // Every queued job, in scheduling order, with the reason it is not placed. Computed from the
   // current state as if Schedule() ran now (kSchedulable: the next Schedule() places it). O(jobs).
@@ -119,7 +123,7 @@ class GangScheduler {
     Placement placement;
     std::vector<SlotRef> slots;  // [global rank]; worker -1 once the rank was lost.
   };
-  enum class Verdict { kPlace, kInsufficient, kBehind, kExceeds, kUserCap, kTeamCap };
+  enum class Verdict { kPlace, kInsufficient, kBehind, kExceeds, kExceedsMemory, kUserCap, kTeamCap };
   // Result of one decision pass, for Schedule() to commit.
   struct PassResult {
     std::vector<const Queued*> placed;

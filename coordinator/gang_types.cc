@@ -1,6 +1,7 @@
 #include "coordinator/gang_types.h"
 
 #include "absl/strings/str_cat.h"
+#include "job/memory_estimate.h"
 
 namespace deepnet::coordinator {
 
@@ -26,6 +27,8 @@ absl::string_view PendingCodeName(PendingCode code) {
       return "behind_job";
     case PendingCode::kExceedsRegistered:
       return "exceeds_registered";
+    case PendingCode::kExceedsSlotMemory:
+      return "exceeds_slot_memory";
     case PendingCode::kUserRankLimit:
       return "user_rank_limit";
     case PendingCode::kTeamRankLimit:
@@ -40,6 +43,18 @@ absl::Status Validate(const SchedulerOptions& options) {
         "scheduler.max_overtakes must be >= 0 (0 = strict order), got ", options.max_overtakes));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckMemoryFits(int64_t memory_per_rank_bytes, absl::string_view biggest_part,
+                             absl::string_view summary, int64_t largest_slot_memory) {
+  if (largest_slot_memory <= 0 || memory_per_rank_bytes <= largest_slot_memory) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "job spec: needs an estimated ", job::FormatBytes(memory_per_rank_bytes),
+      " per rank, but the largest slot of this cluster has ", job::FormatBytes(largest_slot_memory),
+      " (--cluster-slot-memory); the biggest part is ", biggest_part, ". Estimate: ", summary,
+      ". Use more pipeline stages, fewer tokens per batch (data.max_tokens) or a smaller model"));
 }
 
 absl::Status CheckGangFitsCluster(int64_t pipeline_stages, int64_t data_parallel,

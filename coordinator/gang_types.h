@@ -29,6 +29,8 @@ struct WorkerInfo {
   // Slots no placed job holds; 0 while the worker is lost.
   int free_slots = 0;
   WorkerState state = WorkerState::kReady;
+  // Memory each slot offers one rank, in bytes; 0: unknown.
+  int64_t slot_memory = 0;
 };
 
 // One job waiting for a gang of pipeline_stages x data_parallel slots.
@@ -48,6 +50,11 @@ struct GangRequest {
   // (empty: none).
   std::string user;
   std::string team;
+  // Estimated memory one rank needs (job/memory_estimate.h), in bytes; 0: not known. Ranks are
+  // placed only on slots that advertise at least this much (or an unknown amount).
+  int64_t memory_per_rank_bytes = 0;
+  // The estimate's largest part ("activations", ...), for the pending reason.
+  std::string memory_biggest_part;
 };
 
 // Where one rank runs.
@@ -82,16 +89,18 @@ enum class PendingCode {
   kBehindJob,          // Would fit, but holds back for an earlier job (head-of-line policy).
   kExceedsRegistered,  // Needs more slots than all ready workers have, busy or not: it waits
                        // for workers to join (or come back).
+  kExceedsSlotMemory,  // Needs more memory per rank than any ready worker's slots advertise.
   kUserRankLimit,      // Its owner's running ranks would exceed their max_running_ranks: waits
                        // for their other jobs to end, without holding back other users' jobs.
   kTeamRankLimit,      // The same for the team of its scheduling.team.
 };
-// "schedulable", "insufficient_slots", "behind_job", "exceeds_registered", "user_rank_limit",
-// "team_rank_limit" (the metric label).
+// "schedulable", "insufficient_slots", "behind_job", "exceeds_registered",
+// "exceeds_slot_memory", "user_rank_limit", "team_rank_limit" (the metric label).
 absl::string_view PendingCodeName(PendingCode code);
 inline constexpr PendingCode kAllPendingCodes[] = {
-    PendingCode::kSchedulable, PendingCode::kInsufficientSlots, PendingCode::kBehindJob,
-    PendingCode::kExceedsRegistered, PendingCode::kUserRankLimit, PendingCode::kTeamRankLimit};
+    PendingCode::kSchedulable,       PendingCode::kInsufficientSlots, PendingCode::kBehindJob,
+    PendingCode::kExceedsRegistered, PendingCode::kExceedsSlotMemory, PendingCode::kUserRankLimit,
+    PendingCode::kTeamRankLimit};
 
 // Why a queued job is not running, for GetJob/ListJobs and the pending-jobs metric.
 struct PendingJob {
@@ -134,6 +143,14 @@ struct SchedulerOptions {
 // parallel.data_parallel when a size is not positive or the gang is larger than the cluster.
 // Never use the slots registered at the moment: workers come and go, and a job larger than
 // them waits in the queue (PendingCode::kExceedsRegistered).
+// Submit-time check of a job's estimated memory per rank against the largest slot the cluster
+// can ever have (the coordinator's --cluster-slot-memory; 0: no bound, always OK).
+// FAILED_PRECONDITION naming the estimate, the largest slot and the biggest part of the estimate
+// otherwise: the spec is valid, but no slot of this cluster could hold one rank of it.
+[[nodiscard]] absl::Status CheckMemoryFits(int64_t memory_per_rank_bytes,
+                                           absl::string_view biggest_part,
+                                           absl::string_view summary, int64_t largest_slot_memory);
+
 [[nodiscard]] absl::Status CheckGangFitsCluster(int64_t pipeline_stages, int64_t data_parallel,
                                                 int64_t cluster_slots);
 

@@ -8,6 +8,7 @@
 #include "job/job_config.h"
 #include "job/job_paths.h"
 #include "storage/storage_policy.h"
+#include "job/memory_estimate.h"
 #include "job/yaml_reader.h"
 
 namespace deepnet::coordinator {
@@ -156,6 +157,10 @@ absl::StatusOr<JobSpecInfo> ParseJobSpec(const std::string& yaml_text,
   info.checkpoint_every_steps = c.checkpoint.every_steps;
   info.labels = c.scheduling.labels;
   info.team = c.scheduling.team;
+  const job::MemoryEstimate memory = job::EstimateJobMemory(c, job::kAssumedVocabulary);
+  info.memory_per_rank_bytes = memory.largest.total_bytes;
+  info.memory_biggest_part = memory.biggest_part();
+  info.memory_summary = memory.Summary();
   return info;
 }
 

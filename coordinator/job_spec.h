@@ -33,6 +33,12 @@ struct JobSpecInfo {
   int64_t checkpoint_every_steps = 0;
   std::map<std::string, std::string> labels;
   std::string team;                // scheduling.team; empty: charged to the owner only
+  // Estimated memory of the rank that needs the most (job/memory_estimate.h; a vocab_size of 0
+  // is estimated with job::kAssumedVocabulary), saturated at INT64_MAX; its largest part
+  // ("activations", ...) and a one-line breakdown for messages.
+  int64_t memory_per_rank_bytes = 0;
+  std::string memory_biggest_part;
+  std::string memory_summary;
 };
 
 struct JobSpecCheckOptions {

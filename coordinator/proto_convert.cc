@@ -88,6 +88,7 @@ v1::PendingCode ToProto(PendingCode code) {
     case PendingCode::kInsufficientSlots: return v1::PENDING_CODE_INSUFFICIENT_SLOTS;
     case PendingCode::kBehindJob: return v1::PENDING_CODE_BEHIND_JOB;
     case PendingCode::kExceedsRegistered: return v1::PENDING_CODE_EXCEEDS_REGISTERED;
+    case PendingCode::kExceedsSlotMemory: return v1::PENDING_CODE_EXCEEDS_SLOT_MEMORY;
     case PendingCode::kUserRankLimit: return v1::PENDING_CODE_USER_RANK_LIMIT;
     case PendingCode::kTeamRankLimit: return v1::PENDING_CODE_TEAM_RANK_LIMIT;
   }
@@ -134,6 +135,8 @@ v1::Job ToProto(const JobView& job) {
     out.set_pending_code(ToProto(*job.pending_code));
   }
   out.set_message(r.state_reason);
+  out.set_memory_per_rank_bytes(job.spec.memory_per_rank_bytes);
+  out.set_memory_biggest_part(job.spec.memory_biggest_part);
   out.set_attempt(r.attempt);
   out.set_restarts(r.restarts);
   out.set_step(r.last_step);
@@ -279,7 +282,8 @@ Registration FromProto(const v1::RegisterWorkerRequest& request) {
   out.host.version = h.version();
   out.host.torch_version = h.torch_version();
   for (const v1::WorkerSlot& s : request.slots()) {
-    out.slots.push_back({s.index(), s.kind() == v1::DEVICE_KIND_CUDA, s.device_index()});
+    out.slots.push_back(
+        {s.index(), s.kind() == v1::DEVICE_KIND_CUDA, s.device_index(), s.memory_bytes()});
   }
   for (const v1::TaskStatus& t : request.running_tasks()) out.running_tasks.push_back(FromProto(t));
   return out;

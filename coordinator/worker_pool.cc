@@ -13,7 +13,7 @@ constexpr int kMaxSlotsPerWorker = 1 << 16;
 
 }  // namespace
 
-absl::Status WorkerPool::Add(absl::string_view id, int slots) {
+absl::Status WorkerPool::Add(absl::string_view id, int slots, int64_t slot_memory) {
   if (id.empty()) return absl::InvalidArgumentError("worker id must not be empty");
   if (slots <= 0 || slots > kMaxSlotsPerWorker) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", id, ": slots must be in [1, ",
@@ -34,6 +34,7 @@ absl::Status WorkerPool::Add(absl::string_view id, int slots) {
   w.id = std::string(id);
   w.state = WorkerState::kReady;
   w.free = slots;
+  w.slot_memory = std::max<int64_t>(slot_memory, 0);
   w.owner.assign(slots, SlotOwner{});
   by_id_.emplace(w.id, index);
   Account(index, +1);
@@ -118,7 +119,56 @@ void WorkerPool::Take(int worker, JobHandle job, int first_rank, int count,
   Account(worker, +1);
 }
 
-std::vector<SlotRef> WorkerPool::Allocate(JobHandle job, int pipeline_stages, int data_parallel) {
+int64_t WorkerPool::largest_ready_slot_memory() const {
+  int64_t largest = 0;
+  for (const Worker& w : workers_) {
+    if (w.id.empty() || w.state != WorkerState::kReady) continue;
+    if (w.slot_memory <= 0) return INT64_MAX;
+    largest = std::max(largest, w.slot_memory);
+  }
+  return largest;
+}
+
+int64_t WorkerPool::smallest_known_slot_memory() const {
+  int64_t smallest = 0;
+  for (const Worker& w : workers_) {
+    if (w.id.empty() || w.state != WorkerState::kReady || w.slot_memory <= 0) continue;
+    if (smallest == 0 || w.slot_memory < smallest) smallest = w.slot_memory;
+  }
+  return smallest;
+}
+
+std::pair<int64_t, int64_t> WorkerPool::EligibleSlots(int64_t min_memory) const {
+  int64_t free = 0, all = 0;
+  for (const Worker& w : workers_) {
+    if (w.id.empty() || w.state != WorkerState::kReady || !Holds(w, min_memory)) continue;
+    free += w.free;
+    all += static_cast<int64_t>(w.owner.size());
+  }
+  return {free, all};
+}
+
+std::vector<SlotRef> WorkerPool::Allocate(JobHandle job, int pipeline_stages, int data_parallel,
+                                          int64_t min_memory) {
+  // Workers whose slots are too small leave the free index while this job is placed.
+  std::vector<std::pair<int, int>> set_aside;
+  if (FiltersMemory(min_memory)) {
+    for (auto it = by_free_.begin(); it != by_free_.end();) {
+      if (Holds(workers_[it->second], min_memory)) {
+        ++it;
+      } else {
+        set_aside.push_back(*it);
+        it = by_free_.erase(it);
+      }
+    }
+  }
+  std::vector<SlotRef> ranks = AllocateFromIndex(job, pipeline_stages, data_parallel);
+  by_free_.insert(set_aside.begin(), set_aside.end());
+  return ranks;
+}
+
+std::vector<SlotRef> WorkerPool::AllocateFromIndex(JobHandle job, int pipeline_stages,
+                                                   int data_parallel) {
   const int d = data_parallel;
   const int n = pipeline_stages * d;
   std::vector<SlotRef> ranks(n);
@@ -211,6 +261,7 @@ WorkerInfo WorkerPool::Info(const Worker& w) const {
   info.slots = static_cast<int>(w.owner.size());
   info.free_slots = w.state == WorkerState::kLost ? 0 : w.free;
   info.state = w.state;
+  info.slot_memory = w.slot_memory;
   return info;
 }
 

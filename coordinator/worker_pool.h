@@ -36,7 +36,9 @@ class WorkerPool {
 
   // Registers a ready worker with all slots free. ALREADY_EXISTS for a known id,
   // INVALID_ARGUMENT for an empty id or slots outside [1, 65536].
-  [[nodiscard]] absl::Status Add(absl::string_view id, int slots);
+  // `slot_memory` is the memory each of its slots offers one rank, in bytes; 0: unknown (holds
+  // any job).
+  [[nodiscard]] absl::Status Add(absl::string_view id, int slots, int64_t slot_memory = 0);
   // Changes a worker's state. On a change to lost, every slot is emptied and the ranks that held
   // them are returned; a lost worker that becomes ready or draining again has all slots free.
   [[nodiscard]] absl::StatusOr<std::vector<SlotOwner>> SetState(absl::string_view id,
@@ -49,7 +51,10 @@ class WorkerPool {
   // Packs ranks in rank order onto as few workers as it can: first whole data-parallel groups
   // (consecutive stages together, largest-free worker first, best fit for the tail, fewest
   // leftover slots among equals), then the remaining ranks split across workers the same way.
-  std::vector<SlotRef> Allocate(JobHandle job, int pipeline_stages, int data_parallel);
+  // With min_memory > 0 only workers whose slots offer at least that much (or an unknown amount)
+  // are used; the precondition then counts those (EligibleSlots).
+  std::vector<SlotRef> Allocate(JobHandle job, int pipeline_stages, int data_parallel,
+                                int64_t min_memory = 0);
   // Gives `job` exactly the listed slots ([global rank] -> worker id and slot), all or none: for a
   // restarted coordinator re-adopting running ranks. INVALID_ARGUMENT naming the rank when a
   // worker is unknown or lost, a slot is out of range, or a slot is held or listed twice.
@@ -68,6 +73,21 @@ class WorkerPool {
   int64_t workers_in(WorkerState state) const {
     return workers_in_state_[static_cast<int>(state)];
   }
+  // Memory of the largest slot on a ready worker: INT64_MAX when a ready worker's is unknown, 0
+  // when no worker is ready. O(workers).
+  int64_t largest_ready_slot_memory() const;
+  // Memory of the smallest slot of known memory on a ready worker; 0 when none is known.
+  // O(workers).
+  int64_t smallest_known_slot_memory() const;
+  // Whether some ready worker's slots are known to offer less than `min_memory` (so placement
+  // must pick workers); false for min_memory <= 0. O(workers).
+  bool FiltersMemory(int64_t min_memory) const {
+    const int64_t smallest = smallest_known_slot_memory();
+    return min_memory > 0 && smallest > 0 && smallest < min_memory;
+  }
+  // Free and all slots on ready workers whose slots offer at least `min_memory` (or an unknown
+  // amount). O(workers).
+  std::pair<int64_t, int64_t> EligibleSlots(int64_t min_memory) const;
   // Most free slots on one ready worker; 0 when none has any.
   int largest_free() const { return by_free_.empty() ? 0 : by_free_.rbegin()->first; }
 
@@ -81,15 +101,22 @@ class WorkerPool {
     std::string id;  // Empty for an unused entry (removed worker, index free for reuse).
     WorkerState state = WorkerState::kReady;
     int free = 0;                  // Free slots; all slots while lost.
+    int64_t slot_memory = 0;       // Bytes per slot; 0: unknown.
     std::vector<SlotOwner> owner;  // [slot]; job 0 means free.
   };
 
   WorkerInfo Info(const Worker& w) const;
+  // Allocate() over the workers now in by_free_.
+  std::vector<SlotRef> AllocateFromIndex(JobHandle job, int pipeline_stages, int data_parallel);
   // Adds (sign +1) or removes (sign -1) a worker's share of the counters and the free index.
   void Account(int worker, int sign);
   // Gives `count` free slots of `worker` to ranks first_rank.. of `job`, lowest slots first.
   void Take(int worker, JobHandle job, int first_rank, int count, std::vector<SlotRef>& ranks);
   std::vector<SlotOwner> EmptySlots(Worker& w);
+  // A ready worker's slots hold `min_memory` (unknown memory counts as enough).
+  static bool Holds(const Worker& w, int64_t min_memory) {
+    return min_memory <= 0 || w.slot_memory <= 0 || w.slot_memory >= min_memory;
+  }
 
   std::vector<Worker> workers_;                  // [worker index]
   std::vector<int> unused_;                      // Reusable worker indices.

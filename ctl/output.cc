@@ -200,6 +200,13 @@ void PrintJobDetail(const v1::Job& job, int64_t now_s, std::ostream& out) {
       absl::StrCat(spec.pipeline_stages(), " stages x ", spec.data_parallel(), " replicas");
   if (spec.device() != 0) absl::StrAppend(&layout, " (", DeviceName(spec.device()), ")");
   fields.AddRow({"Layout:", layout});
+  if (job.memory_per_rank_bytes() > 0) {
+    const std::string bytes = job.memory_per_rank_bytes() == INT64_MAX
+                                  ? std::string("more than 8 EiB")
+                                  : FormatBytes(job.memory_per_rank_bytes());
+    fields.AddRow({"Memory/rank:", absl::StrCat(bytes, " estimated (biggest part: ",
+                                                job.memory_biggest_part(), ")")});
+  }
   fields.AddRow({"Priority:", absl::StrCat(spec.priority())});
   if (!spec.labels().empty()) {
     std::vector<std::string> labels;

@@ -100,6 +100,11 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
                                                    " does not match the tokenizer's ", vocab));
   }
   mc.pad_id(data_.tokenizer->pad_id());
+  // Before anything of the model is allocated: the estimate against this rank's memory.
+  if (absl::Status fits = CheckMemory(job::EstimateJobMemory(config_, vocab), io_.memory);
+      !fits.ok()) {
+    return fits;
+  }
   int64_t longest = 0, src_sum = 0, tgt_sum = 0, count = 0;
   for (const auto& pair : data_.pairs) {
     for (const auto& ex : pair.train) {

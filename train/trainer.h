@@ -18,6 +18,7 @@
 #include "pipeline/adamw.h"
 #include "pipeline/pipeline_engine.h"
 #include "train/batch_prefetcher.h"
+#include "train/memory_check.h"
 #include "train/progress_reporter.h"
 #include "train/training_data.h"
 
@@ -30,6 +31,9 @@ struct TrainerIo {
   bool live = false;  // Redraw a live progress line (a terminal).
   // Set (e.g. by a SIGTERM handler) to finish the current step, checkpoint and stop.
   const std::atomic<bool>* stop = nullptr;
+  // Memory this rank may use (train/memory_check.h); Create() refuses, before it builds the
+  // model, a job whose estimate is larger. bytes 0: not checked.
+  MemoryBudget memory;
 };
 
 /// What a Run() did.

@@ -59,18 +59,21 @@ int64_t MemoryBytes() {
 
 }  // namespace
 
-std::vector<std::string> DetectGpus(const std::string& proc_dir,
-                                    const std::optional<std::string>& cuda_visible_devices) {
+namespace {
+
+// The GPU folders under `proc_dir` (named by PCI bus id), in bus order, as CUDA_VISIBLE_DEVICES
+// leaves them.
+std::vector<std::filesystem::path> VisibleGpuFolders(
+    const std::string& proc_dir, const std::optional<std::string>& cuda_visible_devices) {
   std::error_code ec;
   std::vector<std::filesystem::path> devices;
   for (const auto& entry : std::filesystem::directory_iterator(proc_dir, ec)) {
     if (entry.is_directory(ec)) devices.push_back(entry.path());
   }
   std::sort(devices.begin(), devices.end());  // PCI bus ids sort in bus order.
-  std::vector<std::string> names;
-  for (const auto& device : devices) names.push_back(ModelOf(device / "information"));
+  std::vector<std::filesystem::path> names = devices;
   if (!cuda_visible_devices) return names;
-  std::vector<std::string> visible;
+  std::vector<std::filesystem::path> visible;
   for (absl::string_view item : absl::StrSplit(*cuda_visible_devices, ',', absl::SkipEmpty())) {
     int ordinal = 0;
     if (!absl::SimpleAtoi(item, &ordinal)) return names;  // UUIDs: leave the mapping to CUDA.
@@ -79,6 +82,77 @@ std::vector<std::string> DetectGpus(const std::string& proc_dir,
     visible.push_back(names[ordinal]);
   }
   return visible;
+}
+
+}  // namespace
+
+std::vector<std::string> DetectGpus(const std::string& proc_dir,
+                                    const std::optional<std::string>& cuda_visible_devices) {
+  std::vector<std::string> names;
+  for (const auto& device : VisibleGpuFolders(proc_dir, cuda_visible_devices)) {
+    names.push_back(ModelOf(device / "information"));
+  }
+  return names;
+}
+
+std::vector<std::string> DetectGpuBusIds(const std::string& proc_dir,
+                                         const std::optional<std::string>& cuda_visible_devices) {
+  std::vector<std::string> ids;
+  for (const auto& device : VisibleGpuFolders(proc_dir, cuda_visible_devices)) {
+    ids.push_back(device.filename().string());
+  }
+  return ids;
+}
+
+int64_t CgroupMemoryLimit(const std::string& self_cgroup, const std::string& cgroup_root) {
+  std::ifstream in(self_cgroup);
+  std::string line;
+  while (std::getline(in, line)) {
+    // v2: "0::/path"; v1: "N:memory,...:/path".
+    const size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    std::string file;
+    if (controllers.empty()) {
+      file = cgroup_root + path + "/memory.max";
+    } else if (absl::StrContains(controllers, "memory")) {
+      file = cgroup_root + "/memory" + path + "/memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    std::ifstream limit_in(file);
+    std::string text;
+    int64_t limit = 0;
+    if (std::getline(limit_in, text) && absl::SimpleAtoi(text, &limit) && limit > 0 &&
+        limit < (int64_t{1} << 60)) {  // v1 writes a huge number for "no limit"
+      return limit;
+    }
+  }
+  return 0;
+}
+
+std::string AssignSlotMemory(std::vector<SlotInfo>* slots, int64_t override_bytes,
+                             int64_t host_memory, const std::vector<int64_t>& gpu_memory) {
+  if (override_bytes > 0) {
+    for (SlotInfo& slot : *slots) slot.memory_bytes = override_bytes;
+    return "flag";
+  }
+  int64_t cpu_slots = 0;
+  for (const SlotInfo& slot : *slots) cpu_slots += slot.cuda ? 0 : 1;
+  bool all_known = true;
+  for (SlotInfo& slot : *slots) {
+    if (slot.cuda) {
+      const bool listed =
+          slot.device_index >= 0 && slot.device_index < static_cast<int>(gpu_memory.size());
+      slot.memory_bytes = listed ? gpu_memory[static_cast<size_t>(slot.device_index)] : 0;
+    } else {
+      slot.memory_bytes = std::max<int64_t>(host_memory, 0) / cpu_slots;
+    }
+    if (slot.memory_bytes <= 0) all_known = false;
+  }
+  if (!all_known) return "unknown";
+  return cpu_slots > 0 ? "host" : "gpu";
 }
 
 HostFacts DetectHostFacts(const std::string& advertise_address, std::vector<std::string> gpu_names,

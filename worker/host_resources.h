@@ -24,6 +24,9 @@ struct HostFacts {
   std::string version;
   // LibTorch version the trainer of this build links.
   std::string torch_version;
+  // Where SlotInfo::memory_bytes came from (AssignSlotMemory): "flag", "gpu", "host" or
+  // "unknown".
+  std::string slot_memory_source = "unknown";
 };
 
 // One place a rank can run.
@@ -32,6 +35,8 @@ struct SlotInfo {
   bool cuda = false;
   // CUDA ordinal of a CUDA slot; -1 for a CPU slot.
   int device_index = -1;
+  // Memory one rank may use here, in bytes (AssignSlotMemory); 0: unknown.
+  int64_t memory_bytes = 0;
 };
 
 // GPU model names from `proc_dir`/<pci bus id>/information ("Model: ..." lines, the NVIDIA
@@ -41,6 +46,27 @@ struct SlotInfo {
 // with UUIDs or names is ignored (all GPUs stay). Empty when the folder does not exist.
 std::vector<std::string> DetectGpus(const std::string& proc_dir,
                                     const std::optional<std::string>& cuda_visible_devices);
+
+// The PCI bus ids of the GPUs DetectGpus lists, in the same order (folder names under
+// `proc_dir`, filtered by `cuda_visible_devices` the same way).
+std::vector<std::string> DetectGpuBusIds(const std::string& proc_dir,
+                                         const std::optional<std::string>& cuda_visible_devices);
+
+// Total memory of each GPU, by PCI bus id, from NVML (libnvidia-ml.so.1, loaded at run time:
+// the daemon links no CUDA library); 0 for a GPU NVML does not answer for, all 0 without NVML.
+std::vector<int64_t> GpuMemoryBytes(const std::vector<std::string>& bus_ids);
+
+// The memory limit of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes), read
+// from `self_cgroup` (/proc/self/cgroup) under `cgroup_root` (/sys/fs/cgroup); 0 when there is
+// none. A worker in a container with a memory limit shares that, not the machine's memory.
+int64_t CgroupMemoryLimit(const std::string& self_cgroup, const std::string& cgroup_root);
+
+// Sets every slot's memory_bytes and returns where it came from: `override_bytes` (> 0; the
+// --slot-memory-bytes flag) for every slot, "flag"; else CUDA slots get their GPU's memory from
+// `gpu_memory` ([device_index]; "gpu", or "unknown" when a GPU's is 0), CPU slots an equal share
+// of `host_memory` ("host"; "unknown" when it is 0).
+std::string AssignSlotMemory(std::vector<SlotInfo>* slots, int64_t override_bytes,
+                             int64_t host_memory, const std::vector<int64_t>& gpu_memory);
 
 // Hostname, CPU count and memory of this machine, plus the given GPUs, version strings and
 // address ("" becomes the address the hostname resolves to, else the hostname).

@@ -65,7 +65,8 @@ constexpr const char* kOwnedVariables[] = {"DEEPNET_RANK",
                                            "DEEPNET_TLS_SERVER_NAME",
                                            "DEEPNET_CUDA_DEVICE",
                                            "DEEPNET_ADVERTISE_ADDRESS",
-                                           "DEEPNET_WORKER_PID"};
+                                           "DEEPNET_WORKER_PID",
+                                           "DEEPNET_SLOT_MEMORY_BYTES"};
 
 std::string NameOf(const std::string& assignment) {
   return assignment.substr(0, assignment.find('='));
@@ -163,6 +164,8 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   set_if("DEEPNET_ADVERTISE_ADDRESS", options_.advertise_address);
   const SlotInfo& slot = options_.slots[static_cast<size_t>(rank.slot_index)];
   if (slot.cuda) vars["DEEPNET_CUDA_DEVICE"] = std::to_string(slot.device_index);
+  // The trainer checks its memory estimate against this before it builds the model.
+  if (slot.memory_bytes > 0) vars["DEEPNET_SLOT_MEMORY_BYTES"] = std::to_string(slot.memory_bytes);
   std::vector<std::string> env;
   env.reserve(vars.size());
   for (const auto& [name, value] : vars) env.push_back(name + "=" + value);

@@ -236,11 +236,13 @@ bool WorkerDaemon::RunSession() {
   for (const std::string& name : options_.host.gpu_names) host->add_gpu_names(name);
   host->set_version(options_.host.version);
   host->set_torch_version(options_.host.torch_version);
+  host->set_slot_memory_source(options_.host.slot_memory_source);
   for (const SlotInfo& slot : options_.supervisor.slots) {
     v1::WorkerSlot* out = request.add_slots();
     out->set_index(slot.index);
     out->set_kind(slot.cuda ? v1::DEVICE_KIND_CUDA : v1::DEVICE_KIND_CPU);
     out->set_device_index(slot.device_index);
+    out->set_memory_bytes(slot.memory_bytes);
   }
   for (const TaskSnapshot& task : supervisor_.Tasks()) *request.add_running_tasks() = ToProto(task);
 

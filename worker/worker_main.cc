@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   double stop_grace_s = 30.0;
   std::string storage_root;
   worker::TrainerAccountFlags account;
+  int64_t slot_memory_bytes = 0;
   app.add_option("--coordinator", coordinator, "Coordinator address host:port")
       ->envname("DEEPNET_COORDINATOR")
       ->required();
@@ -78,6 +79,14 @@ int main(int argc, char** argv) {
   app.add_option("--slots", slots, "Slots (default: one per GPU, else 1 CPU slot)")
       ->envname("DEEPNET_SLOTS")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--slot-memory-bytes", slot_memory_bytes,
+                 "Memory each slot offers one rank (bytes, or with a unit: 80GiB); the "
+                 "coordinator places only jobs whose estimate fits. Default: the GPU's memory "
+                 "(NVML) for GPU slots, the host's memory (or its cgroup limit) divided among "
+                 "CPU slots")
+      ->envname("DEEPNET_SLOT_MEMORY_BYTES")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--work-dir", work_dir,
                  "Folder for job configs and trainer logs (default: deepnet-work/NAME)")
       ->envname("DEEPNET_WORK_DIR");
@@ -184,6 +193,18 @@ int main(int argc, char** argv) {
   sup.advertise_address = advertise_address;
   options.host =
       worker::DetectHostFacts(advertise_address, gpus, DEEPNET_VERSION, DEEPNET_TORCH_VERSION);
+  const std::vector<int64_t> gpu_memory =
+      slot_memory_bytes > 0 || gpus.empty()
+          ? std::vector<int64_t>{}
+          : worker::GpuMemoryBytes(worker::DetectGpuBusIds(
+                "/proc/driver/nvidia/gpus",
+                visible != nullptr ? std::optional<std::string>(visible) : std::nullopt));
+  // CPU slots share the machine's memory, or the container's limit when it has one.
+  int64_t host_memory = options.host.memory_bytes;
+  const int64_t limit = worker::CgroupMemoryLimit("/proc/self/cgroup", "/sys/fs/cgroup");
+  if (limit > 0 && (host_memory == 0 || limit < host_memory)) host_memory = limit;
+  options.host.slot_memory_source =
+      worker::AssignSlotMemory(&sup.slots, slot_memory_bytes, host_memory, gpu_memory);
 
   int port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> health = worker::StartHealthServer(listen, &port);
@@ -200,6 +221,8 @@ int main(int argc, char** argv) {
                    ? "the job owner's uid/gid, else uid " + std::to_string(sup.trainer_uid) +
                          " gid " + std::to_string(sup.trainer_gid)
                    : std::string("the job owner's uid/gid (no --trainer-user)"));
+  spdlog::info("slot memory: {} bytes for slot 0 (source: {}; 0 means unknown)",
+               sup.slots.front().memory_bytes, options.host.slot_memory_source);
   (*worker)->Start();
 
   int received = 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -35,6 +36,38 @@ TEST(CommandsTest, InspectJsonHasScalingKeysAndNullForAbsentStacks) {
   EXPECT_NEAR(d["decoder.alpha"].get<double>(), std::pow(48.0, 0.25), 1e-12);
 }
 
+TEST(CommandsTest, InspectShowsMemoryPerRankForTheJobsLayout) {
+  TempDir dir;
+  std::ofstream(dir / "job.yaml")
+      << "model: {encoder_layers: 4, decoder_layers: 4, d_model: 64, heads: 4, ffn_dim: 128, "
+         "vocab_size: 1000}\n"
+         "data: {max_tokens: 512, max_len: 64}\n"
+         "parallel: {pipeline_stages: 2, micro_batches: 4, schedule: gpipe}\n";
+  InspectCommand cmd;
+  cmd.config_path = dir / "job.yaml";
+  cmd.format = "json";
+  std::ostringstream out, err;
+  ASSERT_EQ(RunInspect(cmd, out, err), kExitOk) << err.str();
+  const auto m = nlohmann::json::parse(out.str())["memory_per_rank"];
+  EXPECT_EQ(m["pipeline_stages"].get<int64_t>(), 2);
+  EXPECT_EQ(m["schedule"].get<std::string>(), "gpipe");
+  EXPECT_EQ(m["live_micro_batches"].get<int64_t>(), 4);
+  EXPECT_EQ(m["tokens_per_micro_batch"].get<int64_t>(), 512);
+  EXPECT_EQ(m["total_bytes"].get<int64_t>(),
+            m["parameter_bytes"].get<int64_t>() + m["gradient_bytes"].get<int64_t>() +
+                m["optimizer_bytes"].get<int64_t>() + m["activation_bytes"].get<int64_t>() +
+                m["position_table_bytes"].get<int64_t>());
+  EXPECT_EQ(m["optimizer_bytes"].get<int64_t>(), 2 * m["parameter_bytes"].get<int64_t>());
+
+  cmd.format = "text";
+  std::ostringstream text;
+  ASSERT_EQ(RunInspect(cmd, text, err), kExitOk) << err.str();
+  EXPECT_NE(text.str().find("memory per rank (fp32, 2 pipeline stage(s), 4 micro-batch(es), gpipe"),
+            std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("    activations:         "), std::string::npos);
+}
+
 TEST(CommandsTest, InspectRejectsImpossibleShapes) {
   InspectCommand cmd;
   cmd.model = model::DeepNetConfig().d_model(100).heads(3);
@@ -52,6 +85,30 @@ TEST(CommandsTest, TrainRejectsBadConfigNamingTheKey) {
   EXPECT_EQ(RunTrain(cmd, nullptr, out, err), kExitBadInput);
   EXPECT_NE(err.str().find("optim.lr"), std::string::npos) << err.str();
   EXPECT_NE(err.str().find("model.nrom"), std::string::npos) << err.str();
+}
+
+// A model far larger than its slot: `deepnet train` exits 2 with the estimate before it builds
+// anything (the slot's memory comes from the worker's variable, set here).
+TEST(CommandsTest, TrainRefusesAModelLargerThanItsMemory) {
+  TempDir dir;
+  std::ofstream(dir / "job.yaml")
+      << "model: {encoder_layers: 1, decoder_layers: 1, d_model: 16384, "
+         "heads: 16, ffn_dim: 65536, max_positions: 64}\n"
+         "data: {synthetic: {languages: [cp], pairs_per_language: 20}, "
+         "max_len: 60}\n"
+         "train: {max_steps: 1}\n";
+  TrainCommand cmd;
+  cmd.config_path = dir / "job.yaml";
+  ASSERT_EQ(setenv("DEEPNET_SLOT_MEMORY_BYTES", "1073741824", 1), 0);
+  std::ostringstream out, err;
+  const int code = RunTrain(cmd, nullptr, out, err);
+  unsetenv("DEEPNET_SLOT_MEMORY_BYTES");
+  EXPECT_EQ(code, kExitBadInput);
+  EXPECT_NE(err.str().find("not enough memory: this model needs an estimated"), std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("but 1.00 GiB is available (the worker's slot memory"),
+            std::string::npos)
+      << err.str();
 }
 
 TEST(CommandsTest, TrainThenTranslate) {

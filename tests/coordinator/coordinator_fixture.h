@@ -70,10 +70,11 @@ class CoordinatorTest : public ::testing::Test {
     coordinator_ = std::move(*c);
   }
 
-  Worker AddWorker(const std::string& name, int slots, std::vector<TaskReport> tasks = {}) {
+  Worker AddWorker(const std::string& name, int slots, std::vector<TaskReport> tasks = {},
+                   int64_t slot_memory = 0) {
     Registration reg;
     reg.worker_name = name;
-    for (int i = 0; i < slots; ++i) reg.slots.push_back({i, false, -1});
+    for (int i = 0; i < slots; ++i) reg.slots.push_back({i, false, -1, slot_memory});
     reg.running_tasks = std::move(tasks);
     absl::StatusOr<RegistrationResult> r = coordinator_->Register(reg);
     EXPECT_TRUE(r.ok()) << r.status();

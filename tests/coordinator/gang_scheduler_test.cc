@@ -274,6 +274,33 @@ TEST(GangSchedulerTest, JobLargerThanReadyWorkersDoesNotBlockTheQueue) {
   EXPECT_EQ(PendingOf(s->Pending(), "too-big").code, PendingCode::kExceedsRegistered);
 }
 
+TEST(GangSchedulerTest, RanksGoOnlyToSlotsWithEnoughMemory) {
+  auto s = MakeScheduler();
+  ASSERT_TRUE(s->AddWorker("small", 4, 100).ok());
+  ASSERT_TRUE(s->AddWorker("big", 2, 1000).ok());
+  GangRequest a = Gang("a", 1, 2, 0, 0), b = Gang("b", 1, 2, 0, 1), huge = Gang("huge", 1, 1, 9, 2);
+  a.memory_per_rank_bytes = b.memory_per_rank_bytes = 500;
+  huge.memory_per_rank_bytes = 5000;
+  huge.memory_biggest_part = "activations";
+  for (const GangRequest& r : {a, b, huge}) ASSERT_TRUE(s->Enqueue(r).ok());
+  // huge fits no slot and blocks nothing; a takes both large slots; b waits for them although
+  // "small" has 4 free slots.
+  EXPECT_THAT(Ids(s->Schedule()), ElementsAre("a"));
+  const std::optional<Placement> placed = s->FindPlacement("a");
+  ASSERT_TRUE(placed.has_value());
+  for (const RankSlot& rank : placed->ranks) EXPECT_EQ(rank.worker_id, "big");
+  const PendingJob waits = PendingOf(s->Pending(), "b");
+  EXPECT_EQ(waits.code, PendingCode::kInsufficientSlots);
+  const PendingJob too_big = PendingOf(s->Pending(), "huge");
+  EXPECT_EQ(too_big.code, PendingCode::kExceedsSlotMemory);
+  EXPECT_THAT(too_big.reason, HasSubstr("each rank needs an estimated 4.88 KiB (biggest part: "
+                                        "activations), but the largest slot of the ready workers "
+                                        "has 1000 B"));
+  // A job of unknown memory (0) may use any slot.
+  ASSERT_TRUE(s->Enqueue(Gang("any", 1, 4, 0, 3)).ok());
+  EXPECT_THAT(Ids(s->Schedule()), IsEmpty());  // strict order: b is first and does not fit
+}
+
 TEST(GangSchedulerTest, CheckGangFitsClusterNamesTheFields) {
   EXPECT_TRUE(CheckGangFitsCluster(2, 2, 4).ok());
   EXPECT_THAT(std::string(CheckGangFitsCluster(0, 2, 4).message()),

@@ -131,6 +131,13 @@ TEST(CtlOutputTest, TablesShowJobsCheckpointsAndMetrics) {
   EXPECT_THAT(detail.str(), HasSubstr("2 stages x 2 replicas (cpu)"));
   EXPECT_THAT(detail.str(), HasSubstr("run=123, team=mt"));
   EXPECT_THAT(detail.str(), HasSubstr("w-1"));
+  EXPECT_THAT(detail.str(), ::testing::Not(HasSubstr("Memory/rank:")));  // no estimate
+  v1::Job estimated = running;
+  estimated.set_memory_per_rank_bytes(int64_t{3} << 30);
+  estimated.set_memory_biggest_part("activations");
+  std::ostringstream with_memory;
+  PrintJobDetail(estimated, 1'790'000'200, with_memory);
+  EXPECT_THAT(with_memory.str(), HasSubstr("3.0 GiB estimated (biggest part: activations)"));
 
   v1::ListCheckpointsResponse checkpoints;
   auto* c = checkpoints.add_checkpoints();

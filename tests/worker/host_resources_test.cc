@@ -42,6 +42,58 @@ TEST_F(HostFactsTest, CudaVisibleDevicesSelectsAndReorders) {
   EXPECT_THAT(DetectGpus(dir_.path(), std::string("0,7,1")), ElementsAre("NVIDIA A100-SXM4-40GB"));
 }
 
+TEST_F(HostFactsTest, BusIdsFollowTheGpuOrder) {
+  EXPECT_THAT(DetectGpuBusIds(dir_.path(), std::nullopt),
+              ElementsAre("0000:41:00.0", "0000:c1:00.0"));
+  EXPECT_THAT(DetectGpuBusIds(dir_.path(), std::string("1")), ElementsAre("0000:c1:00.0"));
+  // No NVML here (or no such device): unknown, never an error.
+  EXPECT_THAT(GpuMemoryBytes({"0000:ff:1f.7"}), ElementsAre(0));
+}
+
+// On a machine with the NVIDIA driver, every visible GPU's memory is read through NVML.
+TEST(SlotMemoryTest, RealGpusReportTheirMemoryThroughNvml) {
+  const std::vector<std::string> bus_ids =
+      DetectGpuBusIds("/proc/driver/nvidia/gpus", std::nullopt);
+  if (bus_ids.empty()) GTEST_SKIP() << "no NVIDIA GPU on this machine";
+  for (int64_t bytes : GpuMemoryBytes(bus_ids)) EXPECT_GT(bytes, int64_t{1} << 30);
+}
+
+TEST_F(HostFactsTest, CgroupMemoryLimitV2AndV1) {
+  const std::string root = dir_.path() + "/cg";
+  std::filesystem::create_directories(root + "/pods/w1");
+  std::ofstream(root + "/pods/w1/memory.max") << "8589934592\n";
+  std::ofstream(dir_.path() + "/self_v2") << "0::/pods/w1\n";
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/self_v2", root), int64_t{8} << 30);
+  std::ofstream(root + "/pods/w1/memory.max") << "max\n";
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/self_v2", root), 0);
+
+  std::filesystem::create_directories(root + "/memory/job");
+  std::ofstream(root + "/memory/job/memory.limit_in_bytes") << "4294967296\n";
+  std::ofstream(dir_.path() + "/self_v1") << "5:cpu,cpuacct:/job\n4:memory:/job\n";
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/self_v1", root), int64_t{4} << 30);
+  std::ofstream(root + "/memory/job/memory.limit_in_bytes") << "9223372036854771712\n";
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/self_v1", root), 0);
+  EXPECT_EQ(CgroupMemoryLimit(dir_.path() + "/absent", root), 0);
+}
+
+TEST(SlotMemoryTest, FlagGpuAndHostShares) {
+  std::vector<SlotInfo> cpu = *PlanSlots(4, 0);
+  EXPECT_EQ(AssignSlotMemory(&cpu, 0, int64_t{64} << 30, {}), "host");
+  EXPECT_EQ(cpu[3].memory_bytes, int64_t{16} << 30);
+  EXPECT_EQ(AssignSlotMemory(&cpu, 1000, int64_t{64} << 30, {}), "flag");
+  EXPECT_EQ(cpu[0].memory_bytes, 1000);
+  EXPECT_EQ(AssignSlotMemory(&cpu, 0, 0, {}), "unknown");
+  EXPECT_EQ(cpu[0].memory_bytes, 0);
+
+  std::vector<SlotInfo> gpu = *PlanSlots(0, 2);
+  EXPECT_EQ(AssignSlotMemory(&gpu, 0, int64_t{64} << 30, {int64_t{80} << 30, int64_t{40} << 30}),
+            "gpu");
+  EXPECT_EQ(gpu[0].memory_bytes, int64_t{80} << 30);
+  EXPECT_EQ(gpu[1].memory_bytes, int64_t{40} << 30);
+  EXPECT_EQ(AssignSlotMemory(&gpu, 0, int64_t{64} << 30, {int64_t{80} << 30, 0}), "unknown");
+  EXPECT_EQ(AssignSlotMemory(&gpu, 0, int64_t{64} << 30, {}), "unknown");
+}
+
 TEST_F(HostFactsTest, NoDriverMeansNoGpus) {
   EXPECT_TRUE(DetectGpus(dir_.path() + "/absent", std::nullopt).empty());
 }
