@@ -30,6 +30,9 @@ struct TrainerIo {
   bool live = false;  // Redraw a live progress line (a terminal).
   // Set (e.g. by a SIGTERM handler) to finish the current step, checkpoint and stop.
   const std::atomic<bool>* stop = nullptr;
+  // Which job attempt writes checkpoints (storage/checkpoint_fence.h): deepnet-worker's
+  // DEEPNET_JOB_ID and DEEPNET_ATTEMPT; attempt 0 (a standalone run) is not fenced.
+  storage::FenceToken checkpoint_fence;
 };
 
 /// What a Run() did.
