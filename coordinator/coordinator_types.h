@@ -47,6 +47,8 @@ struct TaskReport {
   int pid = 0;
   int64_t step = 0;
   int slot_index = 0;
+  // The checkpoint step the trainer resumed from (0: from scratch); unset until it said.
+  std::optional<int64_t> resumed_step;
 };
 
 struct Registration {
@@ -56,11 +58,20 @@ struct Registration {
   std::vector<TaskReport> running_tasks;
 };
 
+struct CancellationCommand {
+  std::string job_id;
+  int attempt = 0;
+  std::string reason;
+  int64_t grace_ms = 0;
+};
+
 struct RegistrationResult {
   std::string worker_id;
   int64_t epoch = 0;
   int64_t heartbeat_interval_ms = 0;
   int64_t lease_ms = 0;
+  // Listed tasks of attempts that are no longer current, to stop before anything else.
+  std::vector<CancellationCommand> stale_tasks;
 };
 
 struct TrainerExitReport {
@@ -109,13 +120,6 @@ struct AssignmentCommand {
   int world_size = 0;
   std::string config_yaml;
   std::string rendezvous_address;
-};
-
-struct CancellationCommand {
-  std::string job_id;
-  int attempt = 0;
-  std::string reason;
-  int64_t grace_ms = 0;
 };
 
 // Which output of a trainer process: stderr is its human-readable log, stdout its JSON events.
