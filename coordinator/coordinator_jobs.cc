@@ -302,7 +302,7 @@ void Coordinator::CheckAllRunning(JobRuntime& job) {
 std::optional<int64_t> Coordinator::ResumeStepOf(const JobRuntime& job) const {
   if (!job.spec.checkpoint_dir.empty()) {
     absl::StatusOr<std::vector<CheckpointView>> found =
-        ListCheckpointFolders(job.spec.checkpoint_dir);
+        ListCheckpointFolders(job.spec.checkpoint_dir, /*with_sizes=*/false);
     if (found.ok()) {
       for (const CheckpointView& c : *found) {
         if (c.latest) return c.step;

@@ -48,7 +48,7 @@ struct TaskReport {
   int64_t step = 0;
   int slot_index = 0;
   // The checkpoint step the trainer resumed from (0: from scratch); unset until it said.
-  std::optional<int64_t> resumed_step;
+  std::optional<int64_t> resumed_step = std::nullopt;
 };
 
 struct Registration {

@@ -72,7 +72,7 @@ struct TaskSnapshot {
   int64_t step = 0;
   int slot_index = 0;
   // The step the trainer started from (a checkpoint's, 0 from scratch); unset until it said.
-  std::optional<int64_t> start_step;
+  std::optional<int64_t> start_step = std::nullopt;
 };
 
 struct TaskExit {

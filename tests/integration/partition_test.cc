@@ -163,6 +163,14 @@ TEST_F(PartitionTest, StaleAttemptCannotCommitAndIsStoppedWhenItsWorkerReturns) 
   EXPECT_THAT(x_stderr, HasSubstr("fenced out"));
   EXPECT_THAT(x_stderr, HasSubstr("attempt 1 is stale"));
   EXPECT_EQ(Snapshot(x_dir), before);  // `latest`, step folders, FENCE: untouched, no temporary
+  // The step X's restart announced is the one its attempt 2 loaded.
+  std::string resumed;
+  std::istringstream coordinator_log(cluster_.Log("coordinator.1.log"));
+  for (std::string line; std::getline(coordinator_log, line);) {
+    if (line.find("job " + x + " attempt 2 resumed from step ") != std::string::npos)
+      resumed = line;
+  }
+  EXPECT_THAT(resumed, HasSubstr(", the step its restart announced")) << Logs();
 
   // The worker comes back: before anything else it is told to stop Y's stale trainer (which
   // tries to checkpoint as it stops, and is refused too).
