@@ -251,5 +251,24 @@ TEST(CheckpointFence, ConcurrentAttemptsEndWithTheNewestOwningTheFolder) {
   EXPECT_EQ(committed[kAttempts].size(), 10u);  // the newest is never refused
 }
 
+TEST(CheckpointResumeOrder, StartsAtTheCheckpointLatestNamesThenOlderOnes) {
+  deepnet::testing::TempDir tmp;
+  std::unique_ptr<CheckpointStore> store = OpenStore(tmp.path(), FenceToken{});
+  for (int64_t step : {10, 20, 30}) ASSERT_TRUE(store->Save(Tiny(step)).ok());
+  auto steps = [&] {
+    std::vector<int64_t> out;
+    for (const CheckpointInfo& info : store->ResumeOrder()) out.push_back(info.step);
+    return out;
+  };
+  EXPECT_EQ(steps(), (std::vector<int64_t>{30, 20, 10}));
+  // `latest` not moved past 20 (say the commit of 30 stopped before it): 30 is never resumed.
+  testing::WriteText(tmp.path() + "/latest", "step_000000020\n");
+  EXPECT_EQ(steps(), (std::vector<int64_t>{20, 10}));
+  EXPECT_EQ(store->LoadLatest()->step, 20);
+  // A pointer to a missing folder says nothing: newest first.
+  testing::WriteText(tmp.path() + "/latest", "step_000000099\n");
+  EXPECT_EQ(steps(), (std::vector<int64_t>{30, 20, 10}));
+}
+
 }  // namespace
 }  // namespace deepnet::checkpoint
