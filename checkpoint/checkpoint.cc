@@ -24,6 +24,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/durable_file.h"
+#include "storage/checkpoint_fence.h"
 #include "storage/checkpoint_folder.h"
 
 namespace deepnet::checkpoint {
@@ -205,6 +206,10 @@ absl::StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(
     return absl::FailedPreconditionError(
         absl::StrCat("checkpoint dir is not a directory: ", options.dir));
   }
+  // A new attempt records itself before it reads anything: from now on the old one cannot commit.
+  if (options.fence.fenced()) {
+    if (absl::Status s = storage::ClaimFolder(options.dir, options.fence); !s.ok()) return s;
+  }
   return std::unique_ptr<CheckpointStore>(new CheckpointStore(options));
 }
 
@@ -219,7 +224,7 @@ absl::StatusOr<std::string> CheckpointStore::Save(const Checkpoint& checkpoint) 
     if (absl::Status s = WriteShard(*tmp, file, tensors); !s.ok()) {
       std::error_code ec;
       fs::remove_all(*tmp, ec);
-      return s;
+      return ExplainSaveFailure(s);
     }
     shard_names.push_back(file);
   }
@@ -233,20 +238,28 @@ absl::StatusOr<std::string> CheckpointStore::PrepareShardedSave(int64_t step,
     return absl::InvalidArgumentError(absl::StrCat("invalid save token '", token,
                                                    "' (want 1-64 of [A-Za-z0-9_-]) for ", dir()));
   }
-  // A folder of this step left by a crashed run (any token, this one included) is never reused.
-  const std::string step_name = storage::StepFolderName(step);
-  std::error_code ec;
-  for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::optional<Temporary> temp = ParseTemporary(it->path().filename().string());
-    if (!temp || temp->prefix != step_name) continue;
-    std::error_code remove_ec;
-    fs::remove_all(it->path(), remove_ec);
-    if (remove_ec) return FsError(remove_ec, "cannot remove stale", it->path().string());
-  }
-  if (ec) return FsError(ec, "cannot list", options_.dir);
   const std::string tmp = (fs::path(options_.dir) / SharedTmpName(step, token)).string();
-  if (!fs::create_directory(tmp, ec)) {
-    return FsError(ec ? ec : std::make_error_code(std::errc::file_exists), "cannot create", tmp);
+  // Only the attempt that owns the folder removes anything (a stale one could delete the new
+  // attempt's save in progress).
+  absl::Status s = storage::RunFenced(options_.dir, options_.fence, [&]() -> absl::Status {
+    // A folder of this step left by a crashed run (any token, this one included) is never reused.
+    const std::string step_name = storage::StepFolderName(step);
+    std::error_code ec;
+    for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::optional<Temporary> temp = ParseTemporary(it->path().filename().string());
+      if (!temp || temp->prefix != step_name) continue;
+      std::error_code remove_ec;
+      fs::remove_all(it->path(), remove_ec);
+      if (remove_ec) return FsError(remove_ec, "cannot remove stale", it->path().string());
+    }
+    if (ec) return FsError(ec, "cannot list", options_.dir);
+    if (!fs::create_directory(tmp, ec)) {
+      return FsError(ec ? ec : std::make_error_code(std::errc::file_exists), "cannot create", tmp);
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) {
+    return storage::WithContext(s, absl::StrCat(" (save of step ", step, ")"));
   }
   return tmp;
 }
@@ -291,18 +304,35 @@ absl::StatusOr<std::string> CheckpointStore::CommitShardedSave(
   absl::Status s = ValidateMetadata(metadata, step);
   if (s.ok()) {
     absl::StatusOr<CheckpointManifest> manifest = CollectShards(tmp_dir, step, shard_names);
-    s = manifest.ok() ? FinishFolder(tmp, metadata, std::move(*manifest)) : manifest.status();
+    json written = metadata.is_object() ? metadata : json::object();
+    // Which attempt wrote the checkpoint, for audits of a folder after a partition.
+    if (options_.fence.fenced()) {
+      written["writer"] = {{"job_id", options_.fence.job_id}, {"attempt", options_.fence.attempt}};
+    }
+    s = manifest.ok() ? FinishFolder(tmp, written, std::move(*manifest)) : manifest.status();
   }
-  if (s.ok()) s = CommitFolder(tmp.string(), final_path);
-  if (s.ok()) s = storage::FsyncFolder(options_.dir);
-  if (!s.ok()) {
+  bool renamed = false;
+  if (s.ok()) {
+    // Check, rename, `latest` and pruning under one hold of the lock: a newer attempt claiming
+    // the folder waits until this commit is complete, and after its claim none can start.
+    s = storage::RunFenced(options_.dir, options_.fence, [&]() -> absl::Status {
+      absl::Status r = CommitFolder(tmp.string(), final_path);
+      if (r.ok()) r = storage::FsyncFolder(options_.dir);
+      if (!r.ok()) return r;
+      renamed = true;
+      r = storage::WriteFileAtomically((dir_path / kLatest).string(), name + "\n", TmpSuffix());
+      if (!r.ok()) return r;
+      CleanUpAfterCommit(step, token);
+      return absl::OkStatus();
+    });
+  }
+  if (!s.ok() && !renamed) {
     fs::remove_all(tmp, ec);
-    return absl::Status(s.code(), absl::StrCat(s.message(), " (commit of step ", step, " in ",
-                                               options_.dir, "; nothing committed)"));
+    return storage::WithContext(
+        ExplainSaveFailure(s),
+        absl::StrCat(" (commit of step ", step, " in ", options_.dir, "; nothing committed)"));
   }
-  s = storage::WriteFileAtomically((dir_path / kLatest).string(), name + "\n", TmpSuffix());
   if (!s.ok()) return s;
-  CleanUpAfterCommit(step, token);
   return final_path;
 }
 
@@ -416,6 +446,35 @@ absl::StatusOr<Checkpoint> CheckpointStore::Load(const std::string& path) {
         absl::StrCat("cannot allocate tensors of ", path, ": ", e.what()));
   }
   return ckpt;
+}
+
+absl::Status CheckpointStore::ExplainSaveFailure(absl::Status failure) const {
+  if (failure.ok() || !options_.fence.fenced() || storage::IsFencedOut(failure)) return failure;
+  absl::StatusOr<std::optional<storage::FenceToken>> owner = storage::ReadFence(options_.dir);
+  if (!owner.ok() || !owner->has_value() ||
+      ((*owner)->job_id == options_.fence.job_id && (*owner)->attempt <= options_.fence.attempt)) {
+    return failure;
+  }
+  // Check again under the lock for the refusal's wording (and to record nothing by mistake).
+  absl::Status fenced = storage::ClaimFolder(options_.dir, options_.fence);
+  return storage::IsFencedOut(fenced)
+             ? storage::WithContext(fenced, absl::StrCat(" (", failure.message(), ")"))
+             : failure;
+}
+
+std::vector<CheckpointInfo> CheckpointStore::ResumeOrder() const {
+  std::vector<CheckpointInfo> infos = List();
+  std::reverse(infos.begin(), infos.end());  // Newest first.
+  absl::StatusOr<std::string> pointer =
+      ReadFileToString((fs::path(options_.dir) / kLatest).string());
+  if (!pointer.ok()) return infos;
+  const std::optional<int64_t> step =
+      storage::ParseStepFolderName(absl::StripAsciiWhitespace(*pointer));
+  auto named = std::find_if(infos.begin(), infos.end(),
+                            [&](const CheckpointInfo& info) { return step && info.step == *step; });
+  if (named == infos.end()) return infos;  // A pointer to a missing folder says nothing.
+  infos.erase(infos.begin(), named);       // Newer than `latest`: never resumed (LoadLatest).
+  return infos;
 }
 
 std::vector<CheckpointInfo> CheckpointStore::List() const {

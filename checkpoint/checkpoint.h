@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "storage/checkpoint_fence.h"
 
 namespace deepnet::checkpoint {
 
@@ -35,6 +37,12 @@ struct CheckpointStoreOptions {
   std::string dir;
   // Completed checkpoints to keep; older ones are deleted after a successful save. 0 keeps all.
   int keep_last = 3;
+  // Who writes (storage/checkpoint_fence.h). A fenced token (attempt >= 1) claims the folder in
+  // Open(), before anything is read; every later mutation (stale temporaries removed, a step
+  // folder published, `latest` replaced, old checkpoints pruned) runs under the folder lock
+  // after checking the token, and a newer attempt's or another job's claim refuses it
+  // (storage::IsFencedOut). Attempt 0 (standalone) is not fenced.
+  storage::FenceToken fence = {};
 };
 
 /// Summary of one checkpoint folder found on disk.
@@ -51,7 +59,10 @@ struct CheckpointInfo {
 ///   both fsynced; the commit checks the shards, folds the indices into MANIFEST.json (every file
 ///   with size and SHA-256, every tensor with file, dtype, shape, offset, nbytes and SHA-256) and
 ///   writes metadata.json, fsyncs, renames the folder to dir/step_000000100/, fsyncs `dir`, then
-///   replaces dir/latest (text: the folder name) atomically and prunes to keep_last.
+///   replaces dir/latest (text: the folder name) atomically and prunes to keep_last. The rename,
+///   `latest` and the pruning happen under the folder's fence lock after the fence check
+///   (CheckpointStoreOptions::fence): a stale attempt's commit is refused (its temporary folder
+///   removed, nothing else touched) and cannot slip in between check and rename.
 /// Tensor names are global, so a checkpoint saved by one layout (pipeline stages x data-parallel
 /// ranks) loads into any other: CheckpointReader reads tensors by name. A reader verifies sizes
 /// and SHA-256 against the manifest; a torn or corrupted checkpoint is rejected with an error
@@ -68,8 +79,9 @@ class CheckpointStore {
   [[nodiscard]] absl::StatusOr<std::string> Save(const Checkpoint& checkpoint);
 
   // --- Sharded save: several processes write one checkpoint. The caller provides barriers. ---
-  // 1. One coordinating rank: removes stale temporary folders of `step` (a crashed run's), then
-  //    creates the empty folder dir/step_N.tmp-shared-<token> and returns its path. `token`
+  // 1. One coordinating rank: checks the fence, removes stale temporary folders of `step` (a
+  //    crashed run's), then creates the empty folder dir/step_N.tmp-shared-<token> and returns
+  //    its path. `token`
   //    ([A-Za-z0-9_-], at most 64 characters) names the run, e.g. the launcher's job id.
   [[nodiscard]] absl::StatusOr<std::string> PrepareShardedSave(int64_t step,
                                                               const std::string& token);
@@ -85,10 +97,20 @@ class CheckpointStore {
   //    tensor name found in two shards (InvalidArgument naming both), writes metadata.json
   //    (`metadata` plus "step") and MANIFEST.json, fsyncs, renames to step_N, fsyncs the
   //    parent, replaces `latest` and prunes per keep_last. Returns the final folder. On a
-  //    failure before the rename the temporary folder is removed and nothing is committed.
+  //    failure before the rename (a fencing refusal included: storage::IsFencedOut) the
+  //    temporary folder is removed and nothing is committed.
   [[nodiscard]] absl::StatusOr<std::string> CommitShardedSave(
       const std::string& tmp_dir, int64_t step, const nlohmann::json& metadata,
       const std::vector<std::string>& shard_names);
+
+  // Completed checkpoints in the order a resume tries them: the one `latest` names when it is
+  // a completed folder, then the older ones newest first; without such a `latest`, all newest
+  // first. The first is the step the coordinator announces for a restart.
+  std::vector<CheckpointInfo> ResumeOrder() const;
+
+  // `failure` of a save, or the fencing refusal that explains it: once a newer attempt has
+  // claimed the folder it may remove this attempt's temporary folder mid-write.
+  absl::Status ExplainSaveFailure(absl::Status failure) const;
 
   // Loads the checkpoint `latest` names; when it fails verification, the newest older one that
   // verifies. NotFound when there is none. Each rejected checkpoint adds a message (naming

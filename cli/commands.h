@@ -14,8 +14,11 @@ namespace deepnet::cli {
 /// Exit codes of the `deepnet` tool; scripts may rely on them.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFailure = 1,       // Runtime failure (I/O, divergence, compute error).
-  kExitBadInput = 2,      // Bad flags, configuration or input.
+  kExitFailure = 1,   // Runtime failure (I/O, divergence, compute error).
+  kExitBadInput = 2,  // Bad flags, configuration or input.
+  // A newer attempt of the job (or another job) owns the checkpoint folder: this stale attempt
+  // was refused a commit and stopped without touching the folder (storage/checkpoint_fence.h).
+  kExitFencedOut = 77,
   kExitTerminated = 143,  // Stopped by SIGTERM after checkpointing (128 + 15).
 };
 

@@ -14,6 +14,7 @@
 #include "comm/communicator_factory.h"
 #include "comm/launch_env.h"
 #include "job/job_config.h"
+#include "storage/checkpoint_fence.h"
 #include "train/runtime_threads.h"
 #include "train/trainer.h"
 
@@ -110,6 +111,8 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     io.memory = train::AvailableMemory(config->runtime.device.rfind("cuda", 0) == 0,
                                        launch->local_size, train::DefaultMemorySources());
   }
+  io.checkpoint_fence.job_id = launch->control_job_id;
+  io.checkpoint_fence.attempt = launch->attempt;
   if (io.format == train::LogFormat::kText && launch->rank == 0) {
     const char* core = std::getenv("OPENBLAS_CORETYPE");
     out << "[threads] " << threads.blas_library << (core ? std::string(" (") + core + ")" : "")
@@ -117,6 +120,11 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
         << ", LibTorch intra-op threads " << threads.intra_op_threads << "\n";
   }
   auto trainer = train::Trainer::Create(*config, io, world.comm.get());
+  if (!trainer.ok() && storage::IsFencedOut(trainer.status())) {
+    err << who << "fenced out: " << trainer.status().message() << "\n";
+    if (world.comm) world.comm->Abort(std::string(trainer.status().message()));
+    return kExitFencedOut;
+  }
   if (!trainer.ok()) {
     err << who << trainer.status().message() << "\n";
     // Peers blocked on this rank fail now rather than at their timeout.
@@ -126,6 +134,12 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
                : kExitFailure;
   }
   auto summary = (*trainer)->Run();
+  if (!summary.ok() && storage::IsFencedOut(summary.status())) {
+    // Nothing of this attempt was committed; the folder belongs to the job's newer attempt.
+    err << who << "fenced out: " << summary.status().message() << "\n";
+    if (world.comm) world.comm->Abort(std::string(summary.status().message()));
+    return kExitFencedOut;
+  }
   if (!summary.ok()) {
     err << who << summary.status().message() << "\n";
     if (world.comm) world.comm->Abort(std::string(summary.status().message()));

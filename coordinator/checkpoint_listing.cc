@@ -43,7 +43,8 @@ int64_t FolderBytes(const fs::path& dir) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<CheckpointView>> ListCheckpointFolders(const std::string& dir) {
+absl::StatusOr<std::vector<CheckpointView>> ListCheckpointFolders(const std::string& dir,
+                                                                  bool with_sizes) {
   std::vector<CheckpointView> out;
   std::error_code ec;
   if (!fs::exists(dir, ec)) return out;
@@ -70,7 +71,7 @@ absl::StatusOr<std::vector<CheckpointView>> ListCheckpointFolders(const std::str
     view.step = *step;
     view.path = entry.path().string();
     view.time_ms = ToUnixMs(fs::last_write_time(manifest, mec));
-    view.size_bytes = FolderBytes(entry.path());
+    view.size_bytes = with_sizes ? FolderBytes(entry.path()) : 0;
     view.latest = name == latest;
     out.push_back(std::move(view));
   }

@@ -12,8 +12,9 @@ namespace deepnet::coordinator {
 // step_NNN sub-folders holding a MANIFEST.json (a folder is renamed to step_NNN only after its
 // manifest is written, so half-written ones are step_NNN.tmp-* and skipped). `latest` marks the
 // one the folder's `latest` pointer names. A folder that does not exist yet has none; one that
-// cannot be read is FAILED_PRECONDITION naming it. Reads file metadata only (no LibTorch).
+// cannot be read is FAILED_PRECONDITION naming it. Reads file metadata only (no LibTorch);
+// `with_sizes` false leaves size_bytes 0 and reads no step folder's contents.
 [[nodiscard]] absl::StatusOr<std::vector<CheckpointView>> ListCheckpointFolders(
-    const std::string& dir);
+    const std::string& dir, bool with_sizes = true);
 
 }  // namespace deepnet::coordinator

@@ -263,6 +263,10 @@ class Coordinator {
     // Ranks that exited while the coordinator was away: rank -> (worker, exited with 0).
     std::map<int, std::pair<std::string, bool>> reattach_exits;
     int64_t attempt_max_step = 0;  // highest step reported by the current attempt
+    // The checkpoint step a restart announced (what `latest` names in checkpoint.dir, the one the
+    // new attempt loads first) and the step the current attempt reports it resumed from.
+    std::optional<int64_t> announced_resume_step;
+    std::optional<int64_t> resumed_step;
     Clock::time_point progress_written;  // when the step was last written to the store
     std::deque<MetricSample> points;
     int64_t points_base = 0;  // absolute index of points.front()
@@ -321,6 +325,13 @@ class Coordinator {
   void FinishStop(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckAllRunning(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The step a restart of the job resumes from: the checkpoint its folder's `latest` names (else
+  // the newest complete one; the trainer's rule), the newest reported one when the folder cannot
+  // be read, nullopt without checkpoints. Reads the folder's listing.
+  std::optional<int64_t> ResumeStepOf(const JobRuntime& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "; resumed from checkpoint step N" once the current attempt said, "" before.
+  static std::string ResumeNote(const JobRuntime& job);
   void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets every queued job's pending reason and code, and pending_counts_, from the scheduler.
   void RefreshPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -359,6 +370,11 @@ class Coordinator {
   void MaybeCompleteReattach(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLeases(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkRankExited(JobRuntime& job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker other than `reporter` holding a live rank of the job's attempt whose session is
+  // gone (or that is lost): a rank failing then most likely failed on that worker's loss.
+  std::optional<std::string> UnreachableWorkerOf(const JobRuntime& job,
+                                                 const std::string& reporter) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the job's latest step to the store.
   void PersistStep(JobRuntime& job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

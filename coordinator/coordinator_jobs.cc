@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "coordinator/auth.h"
+#include "coordinator/checkpoint_listing.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_events.h"
 
@@ -197,6 +198,7 @@ void Coordinator::StartAttempt(JobRuntime& job, const Placement& placement) {
   }
   job.last_progress = Clock::now();
   job.attempt_max_step = 0;
+  job.resumed_step.reset();
   JobEventView placed;
   placed.type = EventType::kPlaced;
   placed.message = absl::StrJoin(where, ", ");
@@ -301,11 +303,12 @@ void Coordinator::FinishStop(JobRuntime& job) {
     return;
   }
   const RecoveryCause cause = job.record.last_recovery_cause.value_or(RecoveryCause::kWorkerExit);
-  const std::string why = absl::StrCat("restart ", job.record.restarts + 1, " of ",
-                                       job.record.max_restarts, " from the latest checkpoint",
-                                       job.latest_checkpoint_step > 0
-                                           ? absl::StrCat(" (step ", job.latest_checkpoint_step, ")")
-                                           : std::string(" (none yet: from step 0)"));
+  job.announced_resume_step = ResumeStepOf(job);
+  const std::string why = absl::StrCat(
+      "restart ", job.record.restarts + 1, " of ", job.record.max_restarts,
+      " from the latest checkpoint",
+      job.announced_resume_step ? absl::StrCat(" (step ", *job.announced_resume_step, ")")
+                                : std::string(" (none yet: from step 0)"));
   if (!Move(job, JobState::kPlacing, why).ok()) return;
   if (metrics_ != nullptr) metrics_->IncRestarts(cause);
   Enqueue(job);
@@ -316,7 +319,32 @@ void Coordinator::CheckAllRunning(JobRuntime& job) {
   for (const RankRuntime& r : job.ranks) {
     if (r.phase != TaskPhase::kRunning && !r.exited) return;
   }
-  (void)Move(job, JobState::kRunning, absl::StrCat("all ", job.ranks.size(), " ranks running"));
+  (void)Move(job, JobState::kRunning,
+             absl::StrCat("all ", job.ranks.size(), " ranks running", ResumeNote(job)));
+}
+
+std::optional<int64_t> Coordinator::ResumeStepOf(const JobRuntime& job) const {
+  if (!job.spec.checkpoint_dir.empty()) {
+    absl::StatusOr<std::vector<CheckpointView>> found =
+        ListCheckpointFolders(job.spec.checkpoint_dir, /*with_sizes=*/false);
+    if (found.ok()) {
+      for (const CheckpointView& c : *found) {
+        if (c.latest) return c.step;
+      }
+      if (!found->empty()) return found->back().step;  // oldest first
+      return std::nullopt;
+    }
+    spdlog::warn("job {}: {}; announcing the newest reported checkpoint", job.record.id,
+                 found.status().ToString());
+  }
+  if (job.latest_checkpoint_step > 0) return job.latest_checkpoint_step;
+  return std::nullopt;
+}
+
+std::string Coordinator::ResumeNote(const JobRuntime& job) {
+  if (!job.resumed_step) return "";
+  if (*job.resumed_step == 0) return "; started from step 0 (no checkpoint loaded)";
+  return absl::StrCat("; resumed from checkpoint step ", *job.resumed_step);
 }
 
 void Coordinator::CheckJobTimers(Clock::time_point now) {

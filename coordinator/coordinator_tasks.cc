@@ -36,6 +36,19 @@ void Coordinator::ReconcileTasks(WorkerRuntime& worker, const std::vector<TaskRe
                       !job->ranks[task.rank].exited;
     if (ours) {
       listed.insert({task.job_id, task.rank});
+      if (task.resumed_step && !job->resumed_step) {
+        job->resumed_step = task.resumed_step;
+        const int64_t announced = job->announced_resume_step.value_or(0);
+        if (job->record.restarts > 0 && *task.resumed_step == announced) {
+          spdlog::info("job {} attempt {} resumed from step {}, the step its restart announced",
+                       job->record.id, job->record.attempt, announced);
+        } else if (job->record.restarts > 0) {
+          spdlog::warn(
+              "job {} attempt {} resumed from step {}, not the announced step {} (a "
+              "newer checkpoint failed verification or the folder changed)",
+              job->record.id, job->record.attempt, *task.resumed_step, announced);
+        }
+      }
       if (task.phase == TaskPhase::kRunning) job->ranks[task.rank].phase = TaskPhase::kRunning;
       CheckAllRunning(*job);
       continue;

@@ -49,6 +49,8 @@ struct TaskReport {
   int pid = 0;
   int64_t step = 0;
   int slot_index = 0;
+  // The checkpoint step the trainer resumed from (0: from scratch); unset until it said.
+  std::optional<int64_t> resumed_step = std::nullopt;
 };
 
 struct Registration {
@@ -58,11 +60,20 @@ struct Registration {
   std::vector<TaskReport> running_tasks;
 };
 
+struct CancellationCommand {
+  std::string job_id;
+  int attempt = 0;
+  std::string reason;
+  int64_t grace_ms = 0;
+};
+
 struct RegistrationResult {
   std::string worker_id;
   int64_t epoch = 0;
   int64_t heartbeat_interval_ms = 0;
   int64_t lease_ms = 0;
+  // Listed tasks of attempts that are no longer current, to stop before anything else.
+  std::vector<CancellationCommand> stale_tasks;
 };
 
 struct TrainerExitReport {
@@ -116,13 +127,6 @@ struct AssignmentCommand {
   std::vector<std::string> owner_teams;
   int64_t uid = -1;
   int64_t gid = -1;
-};
-
-struct CancellationCommand {
-  std::string job_id;
-  int attempt = 0;
-  std::string reason;
-  int64_t grace_ms = 0;
 };
 
 // Which output of a trainer process: stderr is its human-readable log, stdout its JSON events.

@@ -84,10 +84,14 @@ absl::StatusOr<RegistrationResult> Coordinator::Register(const Registration& reg
   worker.lost = false;
   worker.missed_reported = 0;
   worker.pending_cancels.clear();
+  // Tasks of dead attempts become cancellations, answered with the registration (and queued as
+  // the session's first commands): a worker back from a partition stops its stale trainers
+  // before it is given anything. It stays draining until its session opens.
   ReconcileTasks(worker, registration.running_tasks, /*registering=*/true);
-  spdlog::info("worker {} registered: epoch {}, {} slot(s), {} running task(s)", id, *epoch, n,
-               registration.running_tasks.size());
+  spdlog::info("worker {} registered: epoch {}, {} slot(s), {} running task(s), {} to stop", id,
+               *epoch, n, registration.running_tasks.size(), worker.pending_cancels.size());
   RegistrationResult result;
+  result.stale_tasks = worker.pending_cancels;
   result.worker_id = id;
   result.epoch = *epoch;
   result.heartbeat_interval_ms = options_.heartbeat_interval.count();
@@ -150,6 +154,18 @@ void Coordinator::SendCancel(const std::string& worker_id, const CancellationCom
     if (c.job_id == command.job_id && c.attempt == command.attempt) return;
   }
   worker.pending_cancels.push_back(command);
+}
+
+std::optional<std::string> Coordinator::UnreachableWorkerOf(const JobRuntime& job,
+                                                            const std::string& reporter) const {
+  for (const RankRuntime& r : job.ranks) {
+    if (r.exited || r.view.worker_id == reporter) continue;
+    auto it = workers_.find(r.view.worker_id);
+    if (it == workers_.end() || it->second.lost || it->second.sink == nullptr) {
+      return r.view.worker_id;
+    }
+  }
+  return std::nullopt;
 }
 
 void Coordinator::MarkRankExited(JobRuntime& job, int rank) {
@@ -216,6 +232,15 @@ absl::Status Coordinator::OnTrainerExit(const std::string& worker_id, int64_t ep
       absl::StripAsciiWhitespace(&tail);
       if (!tail.empty()) absl::StrAppend(&why, ": ", tail);
     }
+    // A worker daemon killed outright takes its trainers with it (cli/parent_watch.h) and
+    // reports nothing; the gang's ranks elsewhere then fail on their dead peers and report
+    // first, before its lease runs out. The cause is the lost worker, not those exits.
+    if (const std::optional<std::string> gone = UnreachableWorkerOf(*job, worker_id)) {
+      FailRanks(*job, RecoveryCause::kWorkerLost,
+                absl::StrCat("worker ", *gone, " holding ranks of the job is unreachable (its ",
+                             "session ended); then ", why));
+      return absl::OkStatus();
+    }
     FailRanks(*job, RecoveryCause::kWorkerExit, why);
     return absl::OkStatus();
   }
@@ -256,8 +281,9 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
   }
   if (!report.points.empty() && job->record.state == JobState::kStarting && !job->stopping) {
     // A step needs every stage and replica: the gang met and trains.
-    (void)Move(*job, JobState::kRunning,
-               absl::StrCat("training: step ", report.points.back().step, " reported"));
+    (void)Move(
+        *job, JobState::kRunning,
+        absl::StrCat("training: step ", report.points.back().step, " reported", ResumeNote(*job)));
   }
   if (!report.points.empty()) {
     if (metrics_ != nullptr) {

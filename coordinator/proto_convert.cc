@@ -266,6 +266,7 @@ TaskReport FromProto(const v1::TaskStatus& t) {
   out.pid = t.pid();
   out.step = t.step();
   out.slot_index = t.slot_index();
+  if (t.has_resumed_step()) out.resumed_step = t.resumed_step();
   return out;
 }
 

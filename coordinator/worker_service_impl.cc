@@ -33,6 +33,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
   *response->mutable_heartbeat_interval() =
       TimeUtil::MillisecondsToDuration(result->heartbeat_interval_ms);
   *response->mutable_lease_duration() = TimeUtil::MillisecondsToDuration(result->lease_ms);
+  for (const CancellationCommand& c : result->stale_tasks)
+    *response->add_stale_tasks() = ToProto(c);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

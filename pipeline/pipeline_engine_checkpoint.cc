@@ -112,9 +112,9 @@ absl::StatusOr<std::string> PipelineEngine::SaveCheckpoint(checkpoint::Checkpoin
   auto written = AllOk(wrote.ok());
   if (!written.ok()) return written.status();
   if (!*written) {
-    return !wrote.ok() ? wrote
-                       : absl::InternalError(absl::StrCat("checkpoint step ", step,
-                                                          ": another rank failed to write its shard"));
+    return !wrote.ok() ? store.ExplainSaveFailure(wrote)
+                       : absl::InternalError(absl::StrCat(
+                             "checkpoint step ", step, ": another rank failed to write its shard"));
   }
 
   // 3. Rank 0 commits: manifest, rename, `latest`.
@@ -147,10 +147,11 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
     const checkpoint::CheckpointStore& store,
     const std::function<absl::Status(const nlohmann::json&)>& check,
     std::vector<std::string>* rejected) {
-  // Rank 0's view of the folder decides the candidates, newest first.
+  // Rank 0's view of the folder decides the candidates: the one `latest` names, then older ones
+  // newest first (the order the coordinator announces the resume step by).
   std::string listing;
   if (world_->rank() == 0) {
-    for (const auto& info : store.List()) listing = info.path + "\n" + listing;
+    for (const auto& info : store.ResumeOrder()) listing += info.path + "\n";
   }
   auto shared = BroadcastString(listing);
   if (!shared.ok()) return shared.status();

@@ -191,6 +191,7 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
     checkpoint::CheckpointStoreOptions options;
     options.dir = ckpt.dir;
     options.keep_last = static_cast<int>(ckpt.keep_last);
+    options.fence = io_.checkpoint_fence;
     auto store = checkpoint::CheckpointStore::Open(options);
     if (!store.ok()) return store.status();
     store_ = *std::move(store);

@@ -34,6 +34,9 @@ struct TrainerIo {
   // Memory this rank may use (train/memory_check.h); Create() refuses, before it builds the
   // model, a job whose estimate is larger. bytes 0: not checked.
   MemoryBudget memory;
+  // Which job attempt writes checkpoints (storage/checkpoint_fence.h): deepnet-worker's
+  // DEEPNET_JOB_ID and DEEPNET_ATTEMPT; attempt 0 (a standalone run) is not fenced.
+  storage::FenceToken checkpoint_fence;
 };
 
 /// What a Run() did.

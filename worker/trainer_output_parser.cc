@@ -73,6 +73,16 @@ std::optional<int64_t> ParseResume(const Json& j) {
   return step;
 }
 
+std::optional<int64_t> ParseStart(const Json& j) {
+  const std::string text = String(j, "message");
+  const size_t at = text.rfind(" from step ");
+  if (at == std::string::npos) return std::nullopt;
+  const absl::string_view rest = absl::string_view(text).substr(at + 11);
+  int64_t step = 0;
+  if (!absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &step) || step < 0) return std::nullopt;
+  return step;
+}
+
 }  // namespace
 
 TrainerLine ParseTrainerLine(std::string_view text) {
@@ -90,6 +100,8 @@ TrainerLine ParseTrainerLine(std::string_view text) {
     out.checkpoint = ParseCheckpoint(j);
   } else if (event == "resume") {
     out.resumed_step = ParseResume(j);
+  } else if (event == "start") {
+    out.start_step = ParseStart(j);
   }
   return out;
 }

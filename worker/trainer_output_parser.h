@@ -40,6 +40,9 @@ struct TrainerLine {
   std::optional<TrainerCheckpoint> checkpoint;
   // Step the trainer resumed from ({"event":"resume","message":"resumed from step N (...)"}).
   std::optional<int64_t> resumed_step;
+  // Step the run starts from ({"event":"start","message":"...from step N to M"}): the resumed
+  // checkpoint's, 0 from scratch.
+  std::optional<int64_t> start_step;
 };
 
 // Parses one line (without its newline). Never fails: lines that are not one of the events

@@ -29,10 +29,11 @@ struct TaskOutput {
   std::vector<ReportedStep> points;  // Guarded by mu.
   std::vector<int64_t> checkpoints;  // Guarded by mu.
   int64_t step = 0;                  // Guarded by mu.
+  std::optional<int64_t> start_step;  // Guarded by mu.
 
   void OnLine(const std::string& line) {
     TrainerLine parsed = ParseTrainerLine(line);
-    if (!parsed.step && !parsed.checkpoint && !parsed.resumed_step) return;
+    if (!parsed.step && !parsed.checkpoint && !parsed.resumed_step && !parsed.start_step) return;
     std::lock_guard<std::mutex> lock(mu);
     if (parsed.step) {
       points.push_back({*parsed.step, std::chrono::system_clock::now(), 0});
@@ -40,6 +41,7 @@ struct TaskOutput {
     }
     if (parsed.checkpoint) checkpoints.push_back(parsed.checkpoint->step);
     if (parsed.resumed_step) step = std::max(step, *parsed.resumed_step);
+    if (parsed.start_step && !start_step) start_step = parsed.start_step;
   }
 };
 
@@ -441,6 +443,7 @@ std::vector<TaskSnapshot> TrainerSupervisor::Tasks() const {
     {
       std::lock_guard<std::mutex> output_lock(task->output->mu);
       s.step = task->output->step;
+      s.start_step = task->output->start_step;
     }
     out.push_back(std::move(s));
   }

@@ -92,6 +92,8 @@ struct TaskSnapshot {
   // Latest step the trainer printed (or resumed from); 0 before.
   int64_t step = 0;
   int slot_index = 0;
+  // The step the trainer started from (a checkpoint's, 0 from scratch); unset until it said.
+  std::optional<int64_t> start_step = std::nullopt;
 };
 
 struct TaskExit {

@@ -46,6 +46,7 @@ v1::TaskStatus ToProto(const TaskSnapshot& task) {
   out.set_pid(task.pid);
   out.set_step(task.step);
   out.set_slot_index(task.slot_index);
+  if (task.start_step) out.set_resumed_step(*task.start_step);
   return out;
 }
 
@@ -260,6 +261,14 @@ bool WorkerDaemon::RunSession() {
       return false;
     }
     register_failures_ = 0;
+  }
+  // Trainers of attempts the coordinator gave up on while this worker was cut off go first,
+  // before the session (and with it any new assignment) starts. Their checkpoint commits are
+  // refused anyway (storage/checkpoint_fence.h); this stops them wasting the slot.
+  for (const v1::Cancellation& c : response.stale_tasks()) {
+    const int stopped = supervisor_.Cancel(c.job_id(), c.attempt(), ToMillis(c.grace_period()));
+    spdlog::warn("stale task: job {} attempt {} is no longer current ({}): stopping {} rank(s)",
+                 c.job_id(), c.attempt(), c.reason(), stopped);
   }
   auto session = std::make_unique<Session>();
   session->context = std::make_unique<grpc::ClientContext>();

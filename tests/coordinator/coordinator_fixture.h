@@ -21,9 +21,11 @@ class FakeSink : public WorkerCommandSink {
   void SendAssignment(int64_t epoch, const AssignmentCommand& command) override {
     assignments.push_back(command);
     epochs.push_back(epoch);
+    order.push_back(absl::StrCat("assign ", command.job_id, " attempt ", command.attempt));
   }
   void SendCancellation(int64_t epoch, const CancellationCommand& command) override {
     cancellations.push_back(command);
+    order.push_back(absl::StrCat("cancel ", command.job_id, " attempt ", command.attempt));
   }
   void SendLease(int64_t, int64_t, int64_t) override { ++leases; }
   void Close(const absl::Status& status) override { closed = status; }
@@ -31,6 +33,7 @@ class FakeSink : public WorkerCommandSink {
   std::vector<AssignmentCommand> assignments;
   std::vector<int64_t> epochs;
   std::vector<CancellationCommand> cancellations;
+  std::vector<std::string> order;  // assignments and cancellations as sent
   int leases = 0;
   std::optional<absl::Status> closed;
 };

@@ -105,6 +105,7 @@ class ServiceCluster {
     std::ofstream(dir_ + "/worker.token") << kWorkerToken << "\n";
   }
   ~ServiceCluster() {
+    for (auto& [name, worker] : workers_) kill(worker->pid(), SIGCONT);  // a test stopped it
     for (auto& [name, worker] : workers_) kill(worker->pid(), SIGTERM);
     for (auto& [name, worker] : workers_) worker->Wait(std::chrono::seconds(20));
     workers_.clear();
@@ -191,6 +192,12 @@ class ServiceCluster {
     kill(it->second->pid(), SIGKILL);
     it->second->Wait(std::chrono::seconds(10));
     workers_.erase(it);
+  }
+
+  // The worker daemon's process id; 0 when it was not started.
+  pid_t WorkerPid(const std::string& name) const {
+    auto it = workers_.find(name);
+    return it == workers_.end() ? 0 : it->second->pid();
   }
 
   std::unique_ptr<v1::JobService::Stub> Jobs() {

@@ -37,6 +37,7 @@ class FakeWorkerService final : public deepnet::v1::WorkerService::Service {
     response->set_epoch(++epoch_);
     response->mutable_heartbeat_interval()->set_nanos(100 * 1000 * 1000);
     response->mutable_lease_duration()->set_seconds(2);
+    for (const deepnet::v1::Cancellation& c : stale_tasks_) *response->add_stale_tasks() = c;
     cv_.notify_all();
     return grpc::Status::OK;
   }
@@ -113,6 +114,11 @@ class FakeWorkerService final : public deepnet::v1::WorkerService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     return epoch_;
   }
+  // Every later registration is answered with these stale tasks to stop.
+  void SetStaleTasks(std::vector<deepnet::v1::Cancellation> tasks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stale_tasks_ = std::move(tasks);
+  }
   std::string authorization() const {
     std::lock_guard<std::mutex> lock(mu_);
     return authorization_;
@@ -128,6 +134,7 @@ class FakeWorkerService final : public deepnet::v1::WorkerService::Service {
   std::vector<deepnet::v1::RegisterWorkerRequest> registrations_;
   std::vector<deepnet::v1::WorkerMessage> received_;
   std::deque<deepnet::v1::CoordinatorMessage> outgoing_;
+  std::vector<deepnet::v1::Cancellation> stale_tasks_;
 };
 
 // The fake service served on 127.0.0.1 (port 0 picks one; a restart reuses the port).

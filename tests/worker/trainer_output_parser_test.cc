@@ -60,13 +60,25 @@ TEST(TrainerOutputParserTest, ResumeGivesTheStep) {
   EXPECT_EQ(*line.resumed_step, 400);
 }
 
+TEST(TrainerOutputParserTest, StartGivesTheStepTheRunStartsFrom) {
+  TrainerLine line = ParseTrainerLine(
+      R"json({"event":"start","message":"job: 2+2 layers, 10 train / 0 valid pairs in 1 directions, from step 400 to 1000"})json");
+  ASSERT_TRUE(line.start_step.has_value());
+  EXPECT_EQ(*line.start_step, 400);
+  line = ParseTrainerLine(
+      R"json({"event":"start","message":"from step 3 to 9: name, from step 0 to 100"})json");
+  ASSERT_TRUE(line.start_step.has_value());
+  EXPECT_EQ(*line.start_step, 0);
+  EXPECT_FALSE(ParseTrainerLine(R"json({"event":"start","message":"from step x"})json").start_step);
+}
+
 TEST(TrainerOutputParserTest, OtherLinesGiveNothing) {
   for (const char* text :
        {"", "[train] step 10/100 loss 2.0", "{not json", R"({"event":"valid","step":10,"loss":2})",
         R"({"event":"step","step":"ten","loss":2})", R"({"event":"step","loss":2})",
         R"({"event":"checkpoint","message":"saved /c/latest"})", "[1,2,3]"}) {
     const TrainerLine line = ParseTrainerLine(text);
-    EXPECT_FALSE(line.step || line.checkpoint || line.resumed_step) << text;
+    EXPECT_FALSE(line.step || line.checkpoint || line.resumed_step || line.start_step) << text;
   }
 }
 

@@ -347,6 +347,39 @@ TEST_F(WorkerDaemonTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
   EXPECT_TRUE(ProcessAlive(trainer));
 }
 
+TEST_F(WorkerDaemonTest, StaleTasksNamedByTheRegistrationAreStoppedBeforeTheSession) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-p", 1, {{0, 0}}, "run"));
+  coordinator_->service().Send(Assignment("job-q", 4, {{1, 1}}, "run"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-1"));
+  const pid_t stale = testing::PidIn(fake_dir_ + "/pid-0");
+  const pid_t live = testing::PidIn(fake_dir_ + "/pid-1");
+  const int port = coordinator_->port();
+  const int64_t epoch = coordinator_->service().epoch();
+
+  // Cut off; meanwhile the coordinator restarted job-p elsewhere as attempt 2.
+  coordinator_->Stop();
+  ASSERT_TRUE(testing::WaitUntil([&] { return !daemon_->state().connected; }));
+  coordinator_ = std::make_unique<FakeCoordinator>(epoch, port);
+  ASSERT_TRUE(coordinator_->ok());
+  v1::Cancellation c;
+  c.set_job_id("job-p");
+  c.set_attempt(1);
+  c.set_reason("not part of a live attempt of its job");
+  coordinator_->service().SetStaleTasks({c});
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  EXPECT_EQ(coordinator_->service().registrations().front().running_tasks_size(), 2);
+  std::optional<v1::TrainerExit> exit = ExitOf("job-p", 1, 0);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->requested());
+  EXPECT_FALSE(ProcessAlive(stale));
+  EXPECT_TRUE(ProcessAlive(live));
+  std::vector<TaskSnapshot> tasks = daemon_->Tasks();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].job_id, "job-q");
+}
+
 TEST_F(WorkerDaemonTest, ShutdownStopsTrainersAndReportsTheirExits) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-d", 1, {{0, 0}}, "run"));

@@ -1,0 +1,147 @@
+#include "storage/checkpoint_fence.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "storage/atomic_file.h"
+
+namespace deepnet::storage {
+namespace {
+
+constexpr char kHeader[] = "deepnet-checkpoint-fence 1";
+constexpr char kFencedOutPayload[] = "deepnet.storage/fenced-out";
+
+std::string FencePath(const std::string& dir) {
+  return (std::filesystem::path(dir) / kFenceFileName).string();
+}
+
+absl::Status FencedOut(const std::string& message) {
+  absl::Status status = absl::AbortedError(message);
+  status.SetPayload(kFencedOutPayload, absl::Cord("1"));
+  return status;
+}
+
+std::string Serialize(const FenceToken& token) {
+  return absl::StrCat(kHeader, "\njob ", token.job_id, "\nattempt ", token.attempt, "\n");
+}
+
+}  // namespace
+
+std::string FenceToken::ToString() const {
+  if (!fenced()) return "a standalone run (attempt 0)";
+  return absl::StrCat("job ", job_id.empty() ? "(no id)" : job_id, " attempt ", attempt);
+}
+
+absl::StatusOr<FolderLock> FolderLock::Acquire(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kFenceLockFileName).string();
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open lock file ", path));
+  int rc;
+  do {
+    rc = ::flock(fd, LOCK_EX);
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) {
+    const int error = errno;
+    ::close(fd);
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot lock ", path));
+  }
+  return FolderLock(fd);
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // Releases the flock.
+}
+
+absl::StatusOr<std::optional<FenceToken>> ReadFence(const std::string& dir) {
+  const std::string path = FencePath(dir);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec) && !ec) return std::optional<FenceToken>();
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::vector<std::string> lines = absl::StrSplit(text.str(), '\n');
+  FenceToken token;
+  std::string job_id = lines.size() > 1 ? lines[1] : "";
+  std::string attempt = lines.size() > 2 ? lines[2] : "";
+  if (lines.size() != 4 || lines[0] != kHeader || !lines[3].empty() ||
+      !absl::StartsWith(job_id, "job ") || !absl::StartsWith(attempt, "attempt ") ||
+      !absl::SimpleAtoi(attempt.substr(8), &token.attempt) || token.attempt < 1) {
+    return absl::DataLossError(absl::StrCat(
+        path, " is not a checkpoint fence (want \"", kHeader,
+        "\", \"job <id>\", \"attempt <N>\"); remove it only if no job writes to ", dir));
+  }
+  token.job_id = job_id.substr(4);
+  return std::optional<FenceToken>(std::move(token));
+}
+
+absl::Status CheckAndRecordFenceLocked(const std::string& dir, const FenceToken& token) {
+  if (!token.fenced()) return absl::OkStatus();
+  if (absl::StrContains(token.job_id, '\n')) {
+    return absl::InvalidArgumentError("job id of a checkpoint fence must not contain a newline");
+  }
+  absl::StatusOr<std::optional<FenceToken>> recorded = ReadFence(dir);
+  if (!recorded.ok()) return recorded.status();
+  if (recorded->has_value()) {
+    const FenceToken& owner = **recorded;
+    if (owner.job_id != token.job_id) {
+      return FencedOut(absl::StrCat("checkpoint folder ", dir, " belongs to job ", owner.job_id,
+                                    " (", kFenceFileName, " records ", owner.ToString(),
+                                    "), not to job ", token.job_id,
+                                    "; give this job its own checkpoint.dir"));
+    }
+    if (owner.attempt > token.attempt) {
+      return FencedOut(absl::StrCat(token.ToString(), " is stale: ", owner.ToString(),
+                                    " owns checkpoint folder ", dir,
+                                    " now (the coordinator restarted the job); this attempt "
+                                    "must not commit"));
+    }
+    if (owner.attempt == token.attempt) return absl::OkStatus();
+  }
+  return WriteFileAtomically(FencePath(dir), Serialize(token),
+                             absl::StrCat(".tmp-", static_cast<int64_t>(::getpid())));
+}
+
+absl::Status ClaimFolder(const std::string& dir, const FenceToken& token) {
+  return RunFenced(dir, token, [] { return absl::OkStatus(); });
+}
+
+absl::Status RunFenced(const std::string& dir, const FenceToken& token,
+                       const std::function<absl::Status()>& mutate) {
+  if (!token.fenced()) return mutate();
+  absl::StatusOr<FolderLock> lock = FolderLock::Acquire(dir);
+  if (!lock.ok()) return lock.status();
+  if (absl::Status s = CheckAndRecordFenceLocked(dir, token); !s.ok()) return s;
+  return mutate();
+}
+
+bool IsFencedOut(const absl::Status& status) {
+  return status.GetPayload(kFencedOutPayload).has_value();
+}
+
+absl::Status WithContext(const absl::Status& status, const std::string& context) {
+  if (status.ok()) return status;
+  absl::Status out(status.code(), absl::StrCat(status.message(), context));
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
+}  // namespace deepnet::storage
