@@ -42,7 +42,11 @@ struct Flags {
   int64_t cluster_slots = 0;
   int max_overtakes = 0;
   bool no_check_paths = false;
+  int max_streams_per_user = 64;
+  int max_streams_per_admin = 1024;
 };
+
+constexpr int kMaxRequestBytes = 4 * 1024 * 1024;
 
 int Fail(const std::string& message) {
   std::cerr << "deepnet-coordinator: " << message << "\n";
@@ -113,7 +117,13 @@ int Run(const Flags& flags) {
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Create(options, store->get(), epochs->get(), &rendezvous, metrics->get());
   if (!coordinator.ok()) return Fail(std::string(coordinator.status().message()));
-  JobServiceImpl job_service(**coordinator, **auth);
+  JobServiceOptions job_service_options;
+  job_service_options.streams.per_user = flags.max_streams_per_user;
+  job_service_options.streams.per_admin = flags.max_streams_per_admin;
+  JobServiceImpl job_service(**coordinator, **auth, job_service_options);
+  // gRPC's default, said out loud (docs/OPERATIONS.md): a larger request is refused with
+  // RESOURCE_EXHAUSTED before any handler sees it.
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   WorkerServiceImpl worker_service(**coordinator, **auth);
   builder.RegisterService(&job_service);
   builder.RegisterService(&worker_service);
@@ -208,6 +218,14 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("--no-check-paths", flags.no_check_paths,
                "do not check job data/checkpoint paths (coordinator without shared storage)");
+  app.add_option("--max-streams-per-user", flags.max_streams_per_user,
+                 "open WatchJob/StreamMetrics/GetJobLogs streams one user may hold (0: no limit)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  app.add_option("--max-streams-per-admin", flags.max_streams_per_admin,
+                 "the same for an admin (and for everyone without --tokens-file)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
