@@ -220,6 +220,7 @@ absl::Status ParseRequest(const grpc::ByteBuffer& buffer, google::protobuf::Mess
 
 void SerializeResponse(const google::protobuf::Message& message, grpc::ByteBuffer* out) {
   bool own_buffer = false;
+  out->Clear();  // the serializer wants an empty buffer (a stream reuses its own)
   // Serializing a message we built cannot fail short of running out of memory.
   (void)grpc::SerializationTraits<google::protobuf::Message>::Serialize(message, out, &own_buffer);
 }
