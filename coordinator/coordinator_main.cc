@@ -19,6 +19,9 @@
 #include "coordinator/rendezvous_service.h"
 #include "coordinator/sqlite_job_store.h"
 #include "coordinator/worker_service_impl.h"
+#include "deepnet/v1/rendezvous.grpc.pb.h"
+#include "deepnet/v1/worker_service.grpc.pb.h"
+#include "rpc/reflection_gate.h"
 #include "rpc/rpc_util.h"
 #include "storage/atomic_file.h"
 
@@ -44,6 +47,7 @@ struct Flags {
   bool no_check_paths = false;
   int max_streams_per_user = 64;
   int max_streams_per_admin = 1024;
+  bool no_reflection = false;
 };
 
 constexpr int kMaxRequestBytes = 4 * 1024 * 1024;
@@ -99,6 +103,22 @@ int Run(const Flags& flags) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(flags.listen, *credentials, &bound_port);
+  // Reflection needs a token like every call but health (rpc/reflection_gate.h).
+  std::vector<std::unique_ptr<grpc::Service>> listed;
+  listed.push_back(std::make_unique<v1::JobService::Service>());
+  listed.push_back(std::make_unique<v1::WorkerService::Service>());
+  listed.push_back(std::make_unique<v1::Rendezvous::Service>());
+  const Authenticator& authenticator = **auth;
+  absl::StatusOr<std::unique_ptr<rpc::ReflectionGate>> reflection = rpc::ReflectionGate::Create(
+      std::move(listed), [&authenticator](const grpc::ServerContextBase& context) {
+        return rpc::ToGrpc(authenticator.Authenticate(context).status());
+      });
+  if (!reflection.ok()) return Fail(std::string(reflection.status().message()));
+  if (flags.no_reflection) {
+    builder.SetOption(rpc::WithoutReflection());
+  } else {
+    (*reflection)->AttachTo(builder);
+  }
   builder.RegisterService(&rendezvous_service);
 
   CoordinatorOptions options;
@@ -226,6 +246,8 @@ int main(int argc, char** argv) {
                  "the same for an admin (and for everyone without --tokens-file)")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
+  app.add_flag("--no-reflection", flags.no_reflection,
+               "serve no gRPC server reflection (otherwise served to callers with a token)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

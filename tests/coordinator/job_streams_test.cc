@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "coordinator/job_service_impl.h"
+#include "rpc/reflection_gate.h"
+#include "rpc/rpc_util.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/test_util.h"
 
@@ -531,6 +533,87 @@ TEST_F(JobStreamsTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
     request.set_job_id(id);
     EXPECT_TRUE(RawCall("GetJob", request.SerializeAsString()).ok());
   }
+}
+
+// A reflection client: one list_services request (ServerReflectionRequest field 7, written
+// by hand: the reflection protos are not installed), then every response's bytes.
+class ReflectionCall : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  ReflectionCall(grpc::GenericStub& stub, const std::string& token, const std::string& method) {
+    Prepare(&context_, token);
+    const std::string list_services("\x3a\x00", 2);
+    grpc::Slice slice(list_services);
+    request_ = grpc::ByteBuffer(&slice, 1);
+    stub.PrepareBidiStreamingCall(&context_, method, grpc::StubOptions(), this);
+    StartWriteLast(&request_, grpc::WriteOptions());
+    StartRead(&response_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::vector<grpc::Slice> slices;
+    (void)response_.Dump(&slices);
+    for (const grpc::Slice& slice : slices) {
+      text_.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status& status) override { done_.set_value(status); }
+  grpc::Status Wait() { return done_.get_future().get(); }
+  const std::string& text() const { return text_; }
+
+ private:
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  std::string text_;
+  std::promise<grpc::Status> done_;
+};
+
+TEST_F(JobStreamsTest, ReflectionNeedsAToken) {
+  rpc::EnableHealthAndReflection();
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = Authenticator::Load(dir_ / "tokens");
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  std::vector<std::unique_ptr<grpc::Service>> listed;
+  listed.push_back(std::make_unique<v1::JobService::Service>());
+  const Authenticator& authenticator = **auth;
+  absl::StatusOr<std::unique_ptr<rpc::ReflectionGate>> gate = rpc::ReflectionGate::Create(
+      std::move(listed), [&authenticator](const grpc::ServerContextBase& context) {
+        return rpc::ToGrpc(authenticator.Authenticate(context).status());
+      });
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  JobServiceImpl service(*coordinator_, authenticator);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  (*gate)->AttachTo(builder);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  grpc::GenericStub stub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  const std::string method = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  {
+    ReflectionCall call(stub, "", method);
+    const grpc::Status status = call.Wait();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+    EXPECT_TRUE(call.text().empty());
+  }
+  {
+    ReflectionCall call(stub, "not-a-known-token-at-all", method);
+    EXPECT_EQ(call.Wait().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  for (const char* token : {kBob, kRoot}) {
+    ReflectionCall call(stub, token, method);
+    const grpc::Status status = call.Wait();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_THAT(call.text(), HasSubstr("deepnet.v1.JobService"));
+  }
+  {
+    ReflectionCall call(stub, kBob, "/no.such.Service/Method");
+    EXPECT_EQ(call.Wait().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace
