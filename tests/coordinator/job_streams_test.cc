@@ -454,8 +454,9 @@ TEST_F(JobStreamsTest, NulBytesAndOversizeIdentifiersAreInvalidArgumentNamingThe
     v1::SubmitJobRequest request;
     request.mutable_spec()->set_config_yaml(std::string(5 << 20, '#'));
     v1::SubmitJobResponse response;
-    EXPECT_EQ(stub_->SubmitJob(&context, request, &response).error_code(),
-              grpc::StatusCode::RESOURCE_EXHAUSTED);
+    const grpc::Status status = stub_->SubmitJob(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(), HasSubstr("vs. 4194304")) << status.error_message();
   }
 }
 
