@@ -39,7 +39,6 @@ absl::Status StreamHub::Acquire(const Principal& who) {
   std::lock_guard<std::mutex> lock(mu_);
   int& open = open_[who.user];
   if (limit > 0 && open >= limit) {
-    if (open == 0) open_.erase(who.user);
     return absl::ResourceExhaustedError(absl::StrCat(
         "user ", who.user, " already has ", limit,
         " open streams (WatchJob, StreamMetrics and GetJobLogs together), the limit for ",
