@@ -85,6 +85,8 @@ class FeedStream : public RawWriteReactor,
     Finish(std::move(status));
   }
 
+  // The next message is read on the hub's thread, not here: gRPC's callback threads must not
+  // wait for the coordinator's lock (held during store writes), or every call's callbacks wait.
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
     writing_ = false;
@@ -94,7 +96,7 @@ class FeedStream : public RawWriteReactor,
       }
       return;
     }
-    PumpLocked();
+    hub_.WakeAfter(absl::ZeroDuration(), weak_from_this());
   }
 
   void OnCancel() override {
