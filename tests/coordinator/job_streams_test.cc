@@ -536,14 +536,13 @@ TEST_F(JobStreamsTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
   }
 }
 
-// A reflection client: one list_services request (ServerReflectionRequest field 7, written
-// by hand: the reflection protos are not installed), then every response's bytes.
-class ReflectionCall : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+// A streaming call with raw bytes: one request, then every response's bytes.
+class RawStreamCall : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  ReflectionCall(grpc::GenericStub& stub, const std::string& token, const std::string& method) {
+  RawStreamCall(grpc::GenericStub& stub, const std::string& token, const std::string& method,
+                const std::string& bytes) {
     Prepare(&context_, token);
-    const std::string list_services("\x3a\x00", 2);
-    grpc::Slice slice(list_services);
+    grpc::Slice slice(bytes);
     request_ = grpc::ByteBuffer(&slice, 1);
     stub.PrepareBidiStreamingCall(&context_, method, grpc::StubOptions(), this);
     StartWriteLast(&request_, grpc::WriteOptions());
@@ -570,6 +569,31 @@ class ReflectionCall : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::By
   std::string text_;
   std::promise<grpc::Status> done_;
 };
+
+// A reflection client's list_services request: ServerReflectionRequest field 7, written by hand
+// (the reflection protos are not installed).
+class ReflectionCall : public RawStreamCall {
+ public:
+  ReflectionCall(grpc::GenericStub& stub, const std::string& token, const std::string& method)
+      : RawStreamCall(stub, token, method, std::string("\x3a\x00", 2)) {}
+};
+
+TEST_F(JobStreamsTest, InvalidUtf8InAStreamRequestIsInvalidArgumentNamingTheField) {
+  StartServer(StreamLimits());
+  QueuedJob();
+  grpc::GenericStub stub(channel_);
+  v1::WatchJobRequest watch;
+  watch.set_job_id("j-XXXX");
+  RawStreamCall call(stub, kAlice, "/deepnet.v1.JobService/WatchJob",
+                     WithBytes(watch, "XXXX",
+                               "\xc3\x28"
+                               "ab"));
+  const grpc::Status status = call.Wait();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "job_id: invalid UTF-8 at byte 2");
+  EXPECT_TRUE(call.text().empty());
+  EXPECT_EQ(service_->open_streams(), 0);
+}
 
 TEST_F(JobStreamsTest, ReflectionNeedsAToken) {
   rpc::EnableHealthAndReflection();
