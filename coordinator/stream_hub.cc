@@ -99,6 +99,11 @@ void StreamHub::RunBlocking(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     work_.push_back(std::move(task));
+    // Every thread is busy (waiting for workers): one more, up to the bound. They stay.
+    if (static_cast<int>(work_.size()) > idle_workers_ &&
+        static_cast<int>(workers_.size()) < limits_.max_blocking_threads) {
+      workers_.emplace_back([this] { Work(); });
+    }
   }
   work_cv_.notify_one();
 }
@@ -156,7 +161,9 @@ void StreamHub::WakeAll(const std::vector<std::weak_ptr<Wakeable>>& streams) {
 void StreamHub::Work() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    ++idle_workers_;
     work_cv_.wait(lock, [this] { return stopping_ || !work_.empty(); });
+    --idle_workers_;
     if (stopping_) return;
     std::function<void()> task = std::move(work_.front());
     work_.pop_front();

@@ -27,8 +27,11 @@ struct StreamLimits {
   int per_user = 64;
   // The same for admins (dashboards, operators watching everything).
   int per_admin = 1024;
-  // Threads that run blocking reads (log parts) for the streams.
+  // Threads that run blocking reads (log parts: a worker round trip each) for the streams:
+  // this many from the start, more on demand while every one is busy, up to
+  // max_blocking_threads (so a few workers that answer slowly cannot hold up everyone's logs).
   int blocking_threads = 4;
+  int max_blocking_threads = 64;
   // How often every stream looks at its feed even without a wake-up (a safety net; a feed
   // change wakes its streams at once).
   absl::Duration sweep_interval = absl::Seconds(2);
@@ -91,6 +94,7 @@ class StreamHub {
   std::set<std::string> changed_;  // job ids to wake; "" = all
   std::multimap<absl::Time, std::weak_ptr<Wakeable>> timers_;
   std::deque<std::function<void()>> work_;
+  int idle_workers_ = 0;
   std::thread dispatcher_;
   std::vector<std::thread> workers_;
 };
