@@ -1,6 +1,7 @@
 #include "coordinator/audit_interceptor.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 
 #include <cstring>
 #include <string>
@@ -74,7 +75,7 @@ class AuditInterceptor : public grpc::experimental::Interceptor {
       OnRequest(methods->GetRecvMessage());
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
-      OnResponse(methods->GetSendMessage());
+      OnResponse(methods->GetSerializedSendMessage());
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       OnStatus(methods->GetSendStatus());
@@ -93,27 +94,40 @@ class AuditInterceptor : public grpc::experimental::Interceptor {
     record_.role = std::string(RoleName(principal->role));
   }
 
+  // The JobService methods are raw (job_service_impl.h: the service parses its requests to name
+  // a bad field), so the messages seen here are the wire bytes. Parsing a copy leaves the
+  // call's buffer alone; bytes that do not parse (the service refuses those) add nothing.
+  template <typename Message>
+  static bool ParseWire(const grpc::ByteBuffer* wire, Message* out) {
+    if (wire == nullptr) return false;
+    grpc::ByteBuffer copy(*wire);
+    return grpc::SerializationTraits<Message>::Deserialize(&copy, out).ok();
+  }
+
   void OnRequest(void* message) {
-    if (message == nullptr) return;
+    const auto* wire = static_cast<const grpc::ByteBuffer*>(message);
     if (submit_) {
-      const auto* request = static_cast<const v1::SubmitJobRequest*>(message);
-      validate_only_ = request->validate_only();
-      record_.idempotency_key = request->idempotency_key();
-      record_.spec_sha256 = Sha256Hex(request->spec().config_yaml());
+      v1::SubmitJobRequest request;
+      if (!ParseWire(wire, &request)) return;
+      validate_only_ = request.validate_only();
+      record_.idempotency_key = request.idempotency_key();
+      record_.spec_sha256 = Sha256Hex(request.spec().config_yaml());
     } else {
-      record_.job_id = static_cast<const v1::CancelJobRequest*>(message)->job_id();
+      v1::CancelJobRequest request;
+      if (ParseWire(wire, &request)) record_.job_id = request.job_id();
     }
   }
 
-  void OnResponse(const void* message) {
-    if (message == nullptr) return;
+  void OnResponse(const grpc::ByteBuffer* wire) {
     if (submit_) {
-      const auto* response = static_cast<const v1::SubmitJobResponse*>(message);
-      record_.job_id = response->job().job_id();
-      record_.job_owner = response->job().owner();
-      record_.created = response->created();
+      v1::SubmitJobResponse response;
+      if (!ParseWire(wire, &response)) return;
+      record_.job_id = response.job().job_id();
+      record_.job_owner = response.job().owner();
+      record_.created = response.created();
     } else {
-      record_.job_owner = static_cast<const v1::Job*>(message)->owner();
+      v1::Job job;
+      if (ParseWire(wire, &job)) record_.job_owner = job.owner();
     }
   }
 

@@ -157,6 +157,7 @@ void Coordinator::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return;
     shutting_down_ = true;
+    NotifyFeed("");
     for (auto& [id, worker] : workers_) {
       if (worker.sink) worker.sink->Close(absl::UnavailableError("coordinator shutting down"));
       worker.sink = nullptr;
@@ -313,8 +314,14 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
   return std::make_pair(std::move(out), token);
 }
 
+void Coordinator::SetFeedListener(std::function<void(const std::string&)> listener) {
+  absl::MutexLock lock(&mu_);
+  feed_listener_ = std::move(listener);
+}
+
 absl::StatusOr<EventBatch> Coordinator::WaitEvents(const std::string& job_id, int64_t after_seq,
-                                                   absl::Duration timeout) const {
+                                                   absl::Duration timeout,
+                                                   size_t max_events) const {
   absl::MutexLock lock(&mu_);
   const JobRuntime* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
@@ -327,7 +334,9 @@ absl::StatusOr<EventBatch> Coordinator::WaitEvents(const std::string& job_id, in
   auto first = std::upper_bound(
       job->events.begin(), job->events.end(), after_seq,
       [](int64_t seq, const JobEventView& e) { return seq < e.sequence; });
-  batch.events.assign(first, job->events.end());
+  const size_t left = static_cast<size_t>(job->events.end() - first);
+  batch.more = left > max_events;
+  batch.events.assign(first, first + static_cast<std::ptrdiff_t>(std::min(left, max_events)));
   batch.terminal = IsTerminal(job->record.state);
   return batch;
 }
@@ -346,7 +355,8 @@ absl::StatusOr<int64_t> Coordinator::PointCursor(const std::string& job_id, int6
 }
 
 absl::StatusOr<PointBatch> Coordinator::WaitPoints(const std::string& job_id, int64_t cursor,
-                                                   absl::Duration timeout) const {
+                                                   absl::Duration timeout,
+                                                   size_t max_points) const {
   absl::MutexLock lock(&mu_);
   const JobRuntime* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
@@ -357,10 +367,11 @@ absl::StatusOr<PointBatch> Coordinator::WaitPoints(const std::string& job_id, in
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
   PointBatch batch;
-  for (int64_t i = std::max(cursor, job->points_base); i < end(); ++i) {
+  int64_t i = std::max(cursor, job->points_base);
+  for (; i < end() && batch.points.size() < max_points; ++i) {
     batch.points.push_back(job->points[static_cast<size_t>(i - job->points_base)]);
   }
-  batch.next_cursor = std::max(cursor, end());
+  batch.next_cursor = std::max(cursor, i);
   batch.terminal = IsTerminal(job->record.state);
   return batch;
 }

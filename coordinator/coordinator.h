@@ -108,6 +108,7 @@ struct ListRequestData {
 struct EventBatch {
   std::vector<JobEventView> events;
   bool terminal = false;
+  bool more = false;  // max_events cut the batch short
 };
 
 struct PointBatch {
@@ -173,15 +174,23 @@ class Coordinator {
   // said).
   [[nodiscard]] absl::StatusOr<JobView> Cancel(const std::string& job_id, const std::string& reason,
                                                const std::string& by = "");
-  // Events with sequence > after_seq; waits up to `timeout` for one when there are none.
+  // Events with sequence > after_seq (at most max_events); waits up to `timeout` for one when
+  // there are none.
   [[nodiscard]] absl::StatusOr<EventBatch> WaitEvents(const std::string& job_id, int64_t after_seq,
-                                                      absl::Duration timeout) const;
+                                                      absl::Duration timeout,
+                                                      size_t max_events = SIZE_MAX) const;
   // Where a metrics stream starts: the first retained point with step >= from_step, or the
   // current end for live_only.
   [[nodiscard]] absl::StatusOr<int64_t> PointCursor(const std::string& job_id, int64_t from_step,
                                                     bool live_only) const;
   [[nodiscard]] absl::StatusOr<PointBatch> WaitPoints(const std::string& job_id, int64_t cursor,
-                                                      absl::Duration timeout) const;
+                                                      absl::Duration timeout,
+                                                      size_t max_points = SIZE_MAX) const;
+  // Called (under the coordinator's lock: it must only queue, never call back) with a job's id
+  // whenever its events, metric points or state change, and with "" when the coordinator
+  // shuts down. Streams served without a thread each (JobService) wake on it. One listener;
+  // nullptr removes it.
+  void SetFeedListener(std::function<void(const std::string& job_id)> listener);
   [[nodiscard]] absl::StatusOr<std::vector<CheckpointView>> ListCheckpoints(
       const std::string& job_id) const;
   // Every registered worker (ready, draining or lost), by id, with what holds each slot (every
@@ -394,6 +403,10 @@ class Coordinator {
   bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;
   std::optional<LimitsConfig> limits_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void(const std::string&)> feed_listener_ ABSL_GUARDED_BY(mu_);
+  void NotifyFeed(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (feed_listener_) feed_listener_(job_id);
+  }
   std::string rendezvous_address_ ABSL_GUARDED_BY(mu_);
   // Log reads waiting for their worker's LogChunk, by request id.
   struct PendingLogRead {

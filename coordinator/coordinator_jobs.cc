@@ -84,6 +84,7 @@ void Coordinator::AddEvent(JobRuntime& job, JobEventView event) {
   }
   std::vector<JobEventView> decoded = DecodeJobEvents({*stored}, &job.decoded_attempt);
   job.events.insert(job.events.end(), decoded.begin(), decoded.end());
+  NotifyFeed(job.record.id);
 }
 
 void Coordinator::SyncEvents(JobRuntime& job) {
@@ -95,6 +96,7 @@ void Coordinator::SyncEvents(JobRuntime& job) {
   }
   std::vector<JobEventView> decoded = DecodeJobEvents(*stored, &job.decoded_attempt);
   job.events.insert(job.events.end(), decoded.begin(), decoded.end());
+  if (!decoded.empty()) NotifyFeed(job.record.id);
 }
 
 void Coordinator::Enqueue(JobRuntime& job) {

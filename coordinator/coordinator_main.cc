@@ -23,6 +23,9 @@
 #include "coordinator/rendezvous_service.h"
 #include "coordinator/sqlite_job_store.h"
 #include "coordinator/worker_service_impl.h"
+#include "deepnet/v1/rendezvous.grpc.pb.h"
+#include "deepnet/v1/worker_service.grpc.pb.h"
+#include "rpc/reflection_gate.h"
 #include "rpc/rpc_util.h"
 #include "storage/atomic_file.h"
 #include "storage/storage_policy.h"
@@ -51,7 +54,12 @@ struct Flags {
   std::string storage_root;
   std::string limits_file;
   std::string audit_log;
+  int max_streams_per_user = 64;
+  int max_streams_per_admin = 1024;
+  bool no_reflection = false;
 };
+
+constexpr int kMaxRequestBytes = 4 * 1024 * 1024;
 
 int Fail(const std::string& message) {
   std::cerr << "deepnet-coordinator: " << message << "\n";
@@ -148,6 +156,22 @@ int Run(const Flags& flags) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(flags.listen, *credentials, &bound_port);
+  // Reflection needs a token like every call but health (rpc/reflection_gate.h).
+  std::vector<std::unique_ptr<grpc::Service>> listed;
+  listed.push_back(std::make_unique<v1::JobService::Service>());
+  listed.push_back(std::make_unique<v1::WorkerService::Service>());
+  listed.push_back(std::make_unique<v1::Rendezvous::Service>());
+  const Authenticator& authenticator = **auth;
+  absl::StatusOr<std::unique_ptr<rpc::ReflectionGate>> reflection = rpc::ReflectionGate::Create(
+      std::move(listed), [&authenticator](const grpc::ServerContextBase& context) {
+        return rpc::ToGrpc(authenticator.Authenticate(context).status());
+      });
+  if (!reflection.ok()) return Fail(std::string(reflection.status().message()));
+  if (flags.no_reflection) {
+    builder.SetOption(rpc::WithoutReflection());
+  } else {
+    (*reflection)->AttachTo(builder);
+  }
   builder.RegisterService(&rendezvous_service);
   if (audit != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
@@ -179,10 +203,9 @@ int Run(const Flags& flags) {
   }
   options.accounts = auth->get();
   options.limits = limits;
-  const Authenticator* authenticator = auth->get();
-  options.is_admin = [authenticator](const std::string& user) {
-    if (authenticator->open()) return true;  // every caller is an admin
-    absl::StatusOr<Principal> account = authenticator->FindUser(user);
+  options.is_admin = [&authenticator](const std::string& user) {
+    if (authenticator.open()) return true;  // every caller is an admin
+    absl::StatusOr<Principal> account = authenticator.FindUser(user);
     return account.ok() && account->role == Role::kAdmin;
   };
   // The rendezvous address needs the bound port: it is set once the server has started, before
@@ -190,7 +213,13 @@ int Run(const Flags& flags) {
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Create(options, store->get(), epochs->get(), &rendezvous, metrics->get());
   if (!coordinator.ok()) return Fail(std::string(coordinator.status().message()));
-  JobServiceImpl job_service(**coordinator, **auth);
+  JobServiceOptions job_service_options;
+  job_service_options.streams.per_user = flags.max_streams_per_user;
+  job_service_options.streams.per_admin = flags.max_streams_per_admin;
+  JobServiceImpl job_service(**coordinator, **auth, job_service_options);
+  // gRPC's default, said out loud (docs/OPERATIONS.md): a larger request is refused with
+  // RESOURCE_EXHAUSTED before any handler sees it.
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   WorkerServiceImpl worker_service(**coordinator, **auth);
   builder.RegisterService(&job_service);
   builder.RegisterService(&worker_service);
@@ -307,6 +336,16 @@ int main(int argc, char** argv) {
   app.add_option("--audit-log", flags.audit_log,
                  "append a JSON line per SubmitJob/CancelJob call here (reopened on SIGHUP)")
       ->envname("DEEPNET_AUDIT_LOG");
+  app.add_option("--max-streams-per-user", flags.max_streams_per_user,
+                 "open WatchJob/StreamMetrics/GetJobLogs streams one user may hold (0: no limit)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  app.add_option("--max-streams-per-admin", flags.max_streams_per_admin,
+                 "the same for an admin (and for everyone without --tokens-file)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  app.add_flag("--no-reflection", flags.no_reflection,
+               "serve no gRPC server reflection (otherwise served to callers with a token)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

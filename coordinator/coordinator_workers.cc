@@ -279,6 +279,7 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
     }
     max_step = point.step;
   }
+  if (!report.points.empty()) NotifyFeed(job->record.id);
   if (!report.points.empty() && job->record.state == JobState::kStarting && !job->stopping) {
     // A step needs every stage and replica: the gang met and trains.
     (void)Move(

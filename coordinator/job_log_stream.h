@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -47,6 +48,40 @@ struct LogCallHooks {
   std::function<bool()> cancelled;
   // Waits between polls while following (tests pass one that does not sleep).
   std::function<void(absl::Duration)> sleep;
+};
+
+// One GetJobLogs call read part by part, so that a caller can do the waiting (the callback
+// server's streams never block a thread between parts). Not thread-safe.
+class JobLogCursor {
+ public:
+  JobLogCursor(Coordinator& coordinator, LogCallRequest request)
+      : coordinator_(coordinator), request_(std::move(request)) {}
+
+  // Checks the request (INVALID_ARGUMENT naming attempt, offset or tail_bytes) and finds the
+  // trainer log it names.
+  [[nodiscard]] absl::Status Open();
+
+  enum class Then {
+    kRead,  // read the next part at once
+    kWait,  // following: read again after kLogFollowInterval
+    kEnd,   // the call is complete (OK)
+  };
+  struct Step {
+    bool write = false;  // `part` is to be sent
+    LogPart part;
+    Then then = Then::kEnd;
+  };
+  // One part from the worker (blocks for its round trip; after Open() succeeded).
+  [[nodiscard]] absl::StatusOr<Step> Read();
+
+ private:
+  Coordinator& coordinator_;
+  const LogCallRequest request_;
+  LogSource source_;
+  int64_t offset_ = 0;
+  int64_t tail_bytes_ = 0;
+  int64_t sent_ = 0;
+  bool first_ = true;
 };
 
 // Checks the request (INVALID_ARGUMENT naming attempt, offset or tail_bytes), then streams.

@@ -6,7 +6,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "coordinator/job_log_stream.h"
+#include "coordinator/job_streams.h"
 #include "coordinator/proto_convert.h"
+#include "rpc/request_check.h"
 #include "rpc/rpc_util.h"
 
 namespace deepnet::coordinator {
@@ -21,9 +23,89 @@ constexpr size_t kMaxSpecBytes = 1 << 20;
 constexpr int64_t kMaxListBytes = 2 << 20;
 constexpr int kReplayBatch = 500;
 
+rpc::RequestCheckOptions CheckOptions() {
+  rpc::RequestCheckOptions options;
+  options.long_fields = {"deepnet.v1.JobSpec.config_yaml"};  // SubmitJob checks its size
+  return options;
+}
+
 }  // namespace
 
-absl::StatusOr<Principal> JobServiceImpl::Admit(grpc::ServerContext* context,
+JobServiceImpl::JobServiceImpl(Coordinator& coordinator, const Authenticator& auth,
+                               JobServiceOptions options)
+    : coordinator_(coordinator), auth_(auth), hub_(options.streams) {
+  coordinator_.SetFeedListener([this](const std::string& job_id) { hub_.Notify(job_id); });
+}
+
+JobServiceImpl::~JobServiceImpl() { coordinator_.SetFeedListener(nullptr); }
+
+grpc::Status JobServiceImpl::Accept(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer& raw,
+                                    google::protobuf::Message* request) const {
+  static const rpc::RequestCheckOptions options = CheckOptions();
+  absl::StatusOr<Principal> principal = auth_.Authenticate(*context);
+  if (!principal.ok()) return ToGrpc(principal.status());
+  return ToGrpc(rpc::ParseRequest(raw, request, options));
+}
+
+template <class Request, class Response>
+grpc::ServerUnaryReactor* JobServiceImpl::Unary(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw, grpc::ByteBuffer* out,
+    grpc::Status (JobServiceImpl::*call)(grpc::ServerContextBase*, const Request*, Response*)) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Request request;
+  grpc::Status status = Accept(context, *raw, &request);
+  if (status.ok()) {
+    Response response;
+    status = (this->*call)(context, &request, &response);
+    if (status.ok()) rpc::SerializeResponse(response, out);
+  }
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  return Unary<v1::SubmitJobRequest, v1::SubmitJobResponse>(context, request, response,
+                                                            &JobServiceImpl::SubmitJob);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  return Unary<v1::GetJobRequest, v1::Job>(context, request, response, &JobServiceImpl::GetJob);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return Unary<v1::ListJobsRequest, v1::ListJobsResponse>(context, request, response,
+                                                          &JobServiceImpl::ListJobs);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  return Unary<v1::CancelJobRequest, v1::Job>(context, request, response,
+                                              &JobServiceImpl::CancelJob);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListCheckpoints(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Unary<v1::ListCheckpointsRequest, v1::ListCheckpointsResponse>(
+      context, request, response, &JobServiceImpl::ListCheckpoints);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return Unary<v1::ListWorkersRequest, v1::ListWorkersResponse>(context, request, response,
+                                                                &JobServiceImpl::ListWorkers);
+}
+
+absl::StatusOr<Principal> JobServiceImpl::Admit(grpc::ServerContextBase* context,
                                                 const std::string& job_id, JobView* job_out) {
   absl::StatusOr<Principal> principal = auth_.Authenticate(*context);
   if (!principal.ok()) return principal;
@@ -40,7 +122,7 @@ absl::StatusOr<Principal> JobServiceImpl::Admit(grpc::ServerContext* context,
   return principal;
 }
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContextBase* context,
                                        const v1::SubmitJobRequest* request,
                                        v1::SubmitJobResponse* response) {
   absl::StatusOr<Principal> principal = Admit(context, "");
@@ -87,8 +169,8 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
-                                    v1::Job* response) {
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContextBase* context,
+                                    const v1::GetJobRequest* request, v1::Job* response) {
   if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
   JobView job;
   absl::StatusOr<Principal> principal = Admit(context, request->job_id(), &job);
@@ -97,7 +179,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJ
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContextBase* context,
                                       const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
   absl::StatusOr<Principal> principal = Admit(context, "");
@@ -135,7 +217,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContextBase* context,
                                        const v1::CancelJobRequest* request, v1::Job* response) {
   if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
   absl::StatusOr<Principal> principal = Admit(context, request->job_id());
@@ -147,97 +229,68 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
-                                      const v1::WatchJobRequest* request,
-                                      grpc::ServerWriter<v1::WatchJobResponse>* writer) {
-  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
-  if (request->from_sequence() < 0) {
-    return ToGrpc(absl::InvalidArgumentError("from_sequence: must be >= 0"));
+grpc::ServerWriteReactor<grpc::ByteBuffer>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw) {
+  v1::WatchJobRequest request;
+  if (grpc::Status s = Accept(context, *raw, &request); !s.ok()) return FinishedStream(s);
+  if (request.job_id().empty()) {
+    return FinishedStream(ToGrpc(absl::InvalidArgumentError("job_id: empty")));
+  }
+  if (request.from_sequence() < 0) {
+    return FinishedStream(ToGrpc(absl::InvalidArgumentError("from_sequence: must be >= 0")));
   }
   JobView job;
-  absl::StatusOr<Principal> principal = Admit(context, request->job_id(), &job);
-  if (!principal.ok()) return ToGrpc(principal.status());
-  v1::WatchJobResponse first;
-  *first.mutable_snapshot() = ToProto(job);
-  if (!writer->Write(first)) return grpc::Status::OK;
-  int64_t after = request->from_sequence() > 0 ? request->from_sequence() - 1 : job.last_event_seq;
-  bool terminal = IsTerminal(job.record.state);
-  while (!context->IsCancelled()) {
-    absl::StatusOr<EventBatch> batch =
-        coordinator_.WaitEvents(request->job_id(), after, absl::Seconds(1));
-    if (!batch.ok()) return ToGrpc(batch.status());
-    for (const JobEventView& e : batch->events) {
-      v1::WatchJobResponse out;
-      *out.mutable_event() = ToProto(e);
-      if (!writer->Write(out)) return grpc::Status::OK;
-      after = e.sequence;
-    }
-    if (batch->terminal || terminal) return grpc::Status::OK;
-  }
-  return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the watch");
+  absl::StatusOr<Principal> principal = Admit(context, request.job_id(), &job);
+  if (!principal.ok()) return FinishedStream(ToGrpc(principal.status()));
+  if (absl::Status s = hub_.Acquire(*principal); !s.ok()) return FinishedStream(ToGrpc(s));
+  return StartWatchStream(coordinator_, hub_, *principal, job, request.from_sequence());
 }
 
-grpc::Status JobServiceImpl::StreamMetrics(grpc::ServerContext* context,
-                                           const v1::StreamMetricsRequest* request,
-                                           grpc::ServerWriter<v1::StreamMetricsResponse>* writer) {
-  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
-  if (request->from_step() < 0) return ToGrpc(absl::InvalidArgumentError("from_step: must be >= 0"));
-  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
-  if (!principal.ok()) return ToGrpc(principal.status());
+grpc::ServerWriteReactor<grpc::ByteBuffer>* JobServiceImpl::StreamMetrics(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw) {
+  v1::StreamMetricsRequest request;
+  if (grpc::Status s = Accept(context, *raw, &request); !s.ok()) return FinishedStream(s);
+  if (request.job_id().empty()) {
+    return FinishedStream(ToGrpc(absl::InvalidArgumentError("job_id: empty")));
+  }
+  if (request.from_step() < 0) {
+    return FinishedStream(ToGrpc(absl::InvalidArgumentError("from_step: must be >= 0")));
+  }
+  absl::StatusOr<Principal> principal = Admit(context, request.job_id());
+  if (!principal.ok()) return FinishedStream(ToGrpc(principal.status()));
   absl::StatusOr<int64_t> cursor =
-      coordinator_.PointCursor(request->job_id(), request->from_step(), request->live_only());
-  if (!cursor.ok()) return ToGrpc(cursor.status());
-  while (!context->IsCancelled()) {
-    absl::StatusOr<PointBatch> batch =
-        coordinator_.WaitPoints(request->job_id(), *cursor, absl::Seconds(1));
-    if (!batch.ok()) return ToGrpc(batch.status());
-    for (size_t i = 0; i < batch->points.size(); i += kReplayBatch) {
-      v1::StreamMetricsResponse out;
-      const size_t end = std::min(batch->points.size(), i + kReplayBatch);
-      for (size_t j = i; j < end; ++j) *out.add_points() = ToProto(batch->points[j]);
-      if (!writer->Write(out)) return grpc::Status::OK;
-    }
-    *cursor = batch->next_cursor;
-    if (batch->terminal && batch->points.empty()) return grpc::Status::OK;
+      coordinator_.PointCursor(request.job_id(), request.from_step(), request.live_only());
+  if (!cursor.ok()) return FinishedStream(ToGrpc(cursor.status()));
+  if (absl::Status s = hub_.Acquire(*principal); !s.ok()) return FinishedStream(ToGrpc(s));
+  return StartMetricsStream(coordinator_, hub_, *principal, request.job_id(), *cursor);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* JobServiceImpl::GetJobLogs(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw) {
+  v1::GetJobLogsRequest request;
+  if (grpc::Status s = Accept(context, *raw, &request); !s.ok()) return FinishedStream(s);
+  if (request.job_id().empty()) {
+    return FinishedStream(ToGrpc(absl::InvalidArgumentError("job_id: empty")));
   }
-  return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream");
-}
-
-grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context,
-                                        const v1::GetJobLogsRequest* request,
-                                        grpc::ServerWriter<v1::GetJobLogsResponse>* writer) {
-  if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
-  absl::StatusOr<LogStream> stream = FromProto(request->stream(), "stream");
-  if (!stream.ok()) return ToGrpc(stream.status());
-  absl::StatusOr<Principal> principal = Admit(context, request->job_id());
-  if (!principal.ok()) return ToGrpc(principal.status());
+  absl::StatusOr<LogStream> stream = FromProto(request.stream(), "stream");
+  if (!stream.ok()) return FinishedStream(ToGrpc(stream.status()));
+  absl::StatusOr<Principal> principal = Admit(context, request.job_id());
+  if (!principal.ok()) return FinishedStream(ToGrpc(principal.status()));
   LogCallRequest call;
-  call.job_id = request->job_id();
-  call.attempt = request->attempt();
-  if (request->has_rank()) call.rank = request->rank();
+  call.job_id = request.job_id();
+  call.attempt = request.attempt();
+  if (request.has_rank()) call.rank = request.rank();
   call.stream = *stream;
-  call.tail_bytes = request->tail_bytes();
-  call.offset = request->offset();
-  call.follow = request->follow();
-  LogCallHooks hooks;
-  hooks.write = [writer](const LogPart& part) {
-    v1::GetJobLogsResponse out;
-    out.set_data(part.data);
-    out.set_offset(part.offset);
-    out.set_size(part.size);
-    out.set_attempt(part.source.attempt);
-    out.set_rank(part.source.rank);
-    out.set_worker_id(part.source.worker_id);
-    out.set_stream(ToProto(part.stream));
-    out.set_truncated(part.truncated);
-    return writer->Write(out);
-  };
-  hooks.cancelled = [context] { return context->IsCancelled(); };
-  hooks.sleep = [](absl::Duration d) { absl::SleepFor(d); };
-  return ToGrpc(StreamJobLogs(coordinator_, call, hooks));
+  call.tail_bytes = request.tail_bytes();
+  call.offset = request.offset();
+  call.follow = request.follow();
+  auto cursor = std::make_unique<JobLogCursor>(coordinator_, std::move(call));
+  if (absl::Status s = cursor->Open(); !s.ok()) return FinishedStream(ToGrpc(s));
+  if (absl::Status s = hub_.Acquire(*principal); !s.ok()) return FinishedStream(ToGrpc(s));
+  return StartLogStream(hub_, *principal, std::move(cursor));
 }
 
-grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContextBase* context,
                                              const v1::ListCheckpointsRequest* request,
                                              v1::ListCheckpointsResponse* response) {
   if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
@@ -250,7 +303,7 @@ grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContextBase* context,
                                          const v1::ListWorkersRequest* /*request*/,
                                          v1::ListWorkersResponse* response) {
   absl::StatusOr<Principal> principal = Admit(context, "");

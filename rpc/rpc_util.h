@@ -15,6 +15,7 @@ namespace grpc {
 class Channel;
 class ClientContext;
 class ServerBuilder;
+class ServerBuilderOption;
 class ServerCredentials;
 class Status;
 }  // namespace grpc
@@ -81,6 +82,10 @@ std::string Describe(const grpc::Status& status);
 // Registers the standard grpc.health.v1.Health service (every service SERVING) and server
 // reflection on builds made after this call. Call once before creating a ServerBuilder.
 void EnableHealthAndReflection();
+
+// A ServerBuilder option (builder.SetOption) that leaves server reflection out of that server,
+// for a daemon started with reflection turned off.
+std::unique_ptr<grpc::ServerBuilderOption> WithoutReflection();
 
 // The value of environment variable `name`, or `fallback` when unset or empty.
 std::string EnvOr(const char* name, const std::string& fallback);

@@ -4,7 +4,9 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "coordinator/auth.h"
 #include "coordinator/in_memory_job_store.h"
@@ -169,6 +171,51 @@ TEST_F(JobLogsServiceTest, UnknownJobsAndBadFieldsAreRefusedNamingThem) {
   r = Logs(kAlice, request);
   EXPECT_EQ(r.code, grpc::StatusCode::OK) << r.message;
   EXPECT_EQ(r.data, "{\"event\":\"step\"}\n");
+}
+
+TEST_F(JobLogsServiceTest, FollowSendsNewOutputAsItComesAndEndsWhenTheTrainerExits) {
+  const testing::LogServingSink::LogKey key{job_id_, 1, 0, LogStream::kStdout};
+  sink_->SetLog(key, "step 1\n", true);
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, kAlice, std::chrono::seconds(30));
+  v1::GetJobLogsRequest request;
+  request.set_job_id(job_id_);
+  request.set_stream(v1::LOG_STREAM_STDOUT);
+  request.set_follow(true);
+  auto reader = stub_->GetJobLogs(&context, request);
+  v1::GetJobLogsResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.data(), "step 1\n");
+  sink_->AppendLog(key, "step 2\n", true);
+  ASSERT_TRUE(reader->Read(&response));  // the next poll (a timer, no thread waits)
+  EXPECT_EQ(response.data(), "step 2\n");
+  sink_->AppendLog(key, "done\n", false);
+  std::string rest;
+  while (reader->Read(&response)) rest += response.data();
+  EXPECT_EQ(rest, "done\n");
+  const grpc::Status status = reader->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+TEST_F(JobLogsServiceTest, CancellingAFollowEndsItAndFreesItsPlace) {
+  const testing::LogServingSink::LogKey key{job_id_, 1, 0, LogStream::kStdout};
+  sink_->SetLog(key, "step 1\n", true);
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, kAlice, std::chrono::seconds(30));
+  v1::GetJobLogsRequest request;
+  request.set_job_id(job_id_);
+  request.set_stream(v1::LOG_STREAM_STDOUT);
+  request.set_follow(true);
+  auto reader = stub_->GetJobLogs(&context, request);
+  v1::GetJobLogsResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(service_->open_streams(), 1);
+  context.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  for (int i = 0; i < 2000 && service_->open_streams() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(service_->open_streams(), 0);
 }
 
 }  // namespace
