@@ -23,8 +23,9 @@
 # The service keeps its data under a storage root, RUN_DIR/storage (docs/OPERATIONS.md "Storage
 # layout"): shards in datasets/l10n/, checkpoints in users/demo/ (the token's user). Run as root,
 # the workers run trainers as the unprivileged account deepnet-trainer (created here when
-# setup.sh has not), so the build tree and RUN_DIR must be readable by it: a checkout under a
-# 0700 folder such as /root is not, and the demo stops at step 3 saying so (clone elsewhere).
+# setup.sh has not), so the run folder and the trainer must be reachable by it: for a checkout
+# under a 0700 folder such as /root the run moves to /var/tmp/deepnet-demo/ (RUN_DIR/run-folder
+# names it) with a copy of the trainer.
 # Without network access to Debian's archive, step 1 falls back to the catalogues already in
 # /usr/share/locale. Exits non-zero unless the job SUCCEEDED and scores were printed.
 set -euo pipefail
@@ -51,6 +52,36 @@ done
 mkdir -p "$RUN_DIR"
 RUN_ABS=$(cd "$RUN_DIR" && pwd)
 TRAINER="$(cd "$(dirname "$DEEPNET")" && pwd)/$(basename "$DEEPNET")"  # absolute, for the daemons
+
+# Trainers never run as root: a root demo runs them as deepnet-trainer, which must reach the run
+# folder and the trainer binary. A checkout under a 0700 folder (root's home, /root) is out of
+# its reach: the run then lives in /var/tmp/deepnet-demo/ (RUN_DIR/run-folder says where) and the
+# trainer is a copy there (it needs only system libraries).
+TRAINER_ACCOUNT=()
+if [ "$(id -u)" -eq 0 ]; then
+  if ! id -u deepnet-trainer >/dev/null 2>&1; then
+    useradd --system --user-group --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin deepnet-trainer
+  fi
+  TRAINER_ACCOUNT=(--trainer-user deepnet-trainer)
+  say "trainers run as deepnet-trainer (uid $(id -u deepnet-trainer))"
+  reachable() { setpriv --reuid deepnet-trainer --regid deepnet-trainer --clear-groups test -x "$1"; }
+  if ! reachable "$RUN_ABS"; then
+    away="/var/tmp/deepnet-demo/$(printf '%s' "$RUN_ABS" | sha256sum | cut -c1-12)"
+    mkdir -p "$away"
+    chmod 755 /var/tmp/deepnet-demo "$away"
+    say "$RUN_ABS is not reachable by deepnet-trainer (a 0700 folder above it): the run lives in $away"
+    printf '%s\n' "$away" > "$RUN_ABS/run-folder"
+    RUN_ABS=$away
+  fi
+  if ! reachable "$TRAINER"; then
+    mkdir -p "$RUN_ABS/bin"
+    install -m 755 "$TRAINER" "$RUN_ABS/bin/deepnet"
+    TRAINER="$RUN_ABS/bin/deepnet"
+  fi
+  reachable "$TRAINER" && reachable "$RUN_ABS" ||
+    die "$RUN_ABS or $TRAINER is not reachable by the account deepnet-trainer"
+fi
 
 echo; echo "== 1. Corpus from gettext catalogues =="
 roots=(--root /usr/share/locale)
@@ -80,25 +111,6 @@ chmod 600 "$SERVICE_DIR/tokens" "$SERVICE_DIR/worker.token"
 sed -e "s|@STORAGE@|$STORAGE|g" -e "s|max_minutes: 14|max_minutes: $MINUTES|" \
   examples/l10n_service.yaml > "$SERVICE_DIR/job.yaml"
 "$DEEPNET" inspect --config "$SERVICE_DIR/job.yaml" --vocab-size "$VOCAB"
-
-# Trainers never run as root: a root demo runs them as deepnet-trainer.
-TRAINER_ACCOUNT=()
-if [ "$(id -u)" -eq 0 ]; then
-  if ! id -u deepnet-trainer >/dev/null 2>&1; then
-    useradd --system --user-group --no-create-home --home-dir /nonexistent \
-      --shell /usr/sbin/nologin deepnet-trainer
-  fi
-  TRAINER_ACCOUNT=(--trainer-user deepnet-trainer)
-  say "trainers run as deepnet-trainer (uid $(id -u deepnet-trainer))"
-  # The account must reach the trainer binary and the run folder: a checkout under a 0700
-  # folder (e.g. /root) cannot be used by it; say so now rather than through the workers' logs.
-  if command -v setpriv >/dev/null; then
-    for path in "$TRAINER" "$RUN_ABS"; do
-      setpriv --reuid deepnet-trainer --regid deepnet-trainer --clear-groups test -x "$path" ||
-        die "$path is not reachable by the account deepnet-trainer (is the checkout under a 0700 folder such as /root? clone it elsewhere, e.g. /opt or /srv, or give every folder above it o+x)"
-    done
-  fi
-fi
 
 pids=()
 stop_service() {

@@ -4,14 +4,17 @@
 // The destructor stops workers (which stop their trainers), then kills anything left whose
 // command line mentions the folder, so no test leaves processes behind.
 #include <dirent.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +47,22 @@ inline std::optional<std::pair<uid_t, gid_t>> TrainerAccount() {
     if (const passwd* pw = getpwnam(name)) return std::make_pair(pw->pw_uid, pw->pw_gid);
   }
   return std::make_pair(uid_t{65534}, gid_t{65534});
+}
+
+// Whether `account` may execute `path`, every folder above it included (a checkout under a 0700
+// folder such as /root is not reachable by it): asked in a child that takes the account's ids.
+inline bool AccountCanExecute(const std::pair<uid_t, gid_t>& account, const std::string& path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(account.second, account.second, account.second) ||
+        setresuid(account.first, account.first, account.first)) {
+      _exit(2);
+    }
+    _exit(access(path.c_str(), X_OK) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 // Every process whose command line mentions `needle`, except this one.
@@ -132,6 +151,28 @@ class ServiceCluster {
     }
     return path;
   }
+  // The trainer the workers start: the build's, or, when the trainers' account cannot reach it
+  // (a checkout under a 0700 folder), a link to it or copy of it in this cluster's folder (it
+  // needs only system libraries).
+  std::string TrainerBinary() {
+    if (!trainer_binary_.empty()) return trainer_binary_;
+    trainer_binary_ = DEEPNET_BINARY;
+    std::optional<std::pair<uid_t, gid_t>> account = TrainerAccount();
+    if (!account || AccountCanExecute(*account, trainer_binary_)) return trainer_binary_;
+    const std::string bin = dir_ + "/bin";
+    std::filesystem::create_directories(bin);
+    chmod(bin.c_str(), 0755);
+    std::error_code ec;
+    std::filesystem::create_hard_link(DEEPNET_BINARY, bin + "/deepnet", ec);
+    if (ec) std::filesystem::copy_file(DEEPNET_BINARY, bin + "/deepnet", ec);
+    if (ec) {
+      std::fprintf(stderr, "cannot place the trainer in %s: %s\n", bin.c_str(),
+                   ec.message().c_str());
+    }
+    chmod((bin + "/deepnet").c_str(), 0755);
+    trainer_binary_ = bin + "/deepnet";
+    return trainer_binary_;
+  }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
@@ -169,11 +210,23 @@ class ServiceCluster {
   }
 
   void StartWorker(const std::string& name, int slots, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {DEEPNET_WORKER_BINARY, "--coordinator", address(), "--name",
-                                     name, "--slots", std::to_string(slots), "--work-dir",
-                                     dir_ + "/work-" + name, "--trainer", DEEPNET_BINARY,
-                                     "--token-file", dir_ + "/worker.token", "--listen",
-                                     "127.0.0.1:0", "--advertise-address", "127.0.0.1"};
+    std::vector<std::string> args = {DEEPNET_WORKER_BINARY,
+                                     "--coordinator",
+                                     address(),
+                                     "--name",
+                                     name,
+                                     "--slots",
+                                     std::to_string(slots),
+                                     "--work-dir",
+                                     dir_ + "/work-" + name,
+                                     "--trainer",
+                                     TrainerBinary(),
+                                     "--token-file",
+                                     dir_ + "/worker.token",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--advertise-address",
+                                     "127.0.0.1"};
     args.insert(args.end(), {"--storage-root", storage_root()});
     std::optional<std::pair<uid_t, gid_t>> account = TrainerAccount();
     if (account && give_trainer_account) {
@@ -221,6 +274,7 @@ class ServiceCluster {
 
  private:
   std::string dir_;
+  std::string trainer_binary_;  // TrainerBinary(), once known
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   int coordinator_starts_ = 0;
