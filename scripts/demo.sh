@@ -56,7 +56,7 @@ TRAINER="$(cd "$(dirname "$DEEPNET")" && pwd)/$(basename "$DEEPNET")"  # absolut
 # Trainers never run as root: a root demo runs them as deepnet-trainer, which must reach the run
 # folder and the trainer binary. A checkout under a 0700 folder (root's home, /root) is out of
 # its reach: the run then lives in /var/tmp/deepnet-demo/ (RUN_DIR/run-folder says where) and the
-# trainer is a copy there (it needs only system libraries).
+# trainer is a copy there, with its SentencePiece module (it needs only system libraries).
 TRAINER_ACCOUNT=()
 if [ "$(id -u)" -eq 0 ]; then
   if ! id -u deepnet-trainer >/dev/null 2>&1; then
@@ -75,8 +75,10 @@ if [ "$(id -u)" -eq 0 ]; then
     RUN_ABS=$away
   fi
   if ! reachable "$TRAINER"; then
-    mkdir -p "$RUN_ABS/bin"
+    # The trainer finds its SentencePiece module in ../lib beside it (data/spm_module.cc).
+    mkdir -p "$RUN_ABS/bin" "$RUN_ABS/lib"
     install -m 755 "$TRAINER" "$RUN_ABS/bin/deepnet"
+    install -m 755 "$BUILD_DIR/data/libdeepnet_spm.so" "$RUN_ABS/lib/"
     TRAINER="$RUN_ABS/bin/deepnet"
   fi
   reachable "$TRAINER" && reachable "$RUN_ABS" ||

@@ -24,5 +24,9 @@ for dir in en-de de-en en-fr fr-en en-es es-en; do
   grep -Eq "^$dir +[0-9]+ +[0-9.]+ +[0-9.]+$" "$log" || fail "no BLEU/chrF2 line for $dir"
 done
 grep -q "^== Summary ==" "$log" || fail "no summary"
-grep -q "=>" "$run_dir/translations.txt" || fail "no translations"
+# A checkout the trainer account cannot reach keeps the run elsewhere (scripts/demo.sh).
+out_dir=$run_dir
+if [ -f "$run_dir/run-folder" ]; then out_dir=$(cat "$run_dir/run-folder"); fi
+grep -q "=>" "$out_dir/translations.txt" || fail "no translations"
+if [ "$out_dir" != "$run_dir" ]; then rm -rf "$out_dir"; fi
 echo "demo_test: passed"
