@@ -20,6 +20,9 @@
 
 namespace deepnet::cli {
 
+// The coordinator reads this exit code as "fenced out" (coordinator_workers.cc).
+static_assert(kExitFencedOut == storage::kFencedOutExitCode);
+
 int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::ostream& out,
              std::ostream& err) {
   auto config = job::LoadJobConfig(command.config_path, command.overrides);

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
+#include "storage/checkpoint_fence.h"
 #include "storage/storage_policy.h"
 
 namespace deepnet::coordinator {
@@ -235,6 +236,15 @@ absl::Status Coordinator::OnTrainerExit(const std::string& worker_id, int64_t ep
     // A worker daemon killed outright takes its trainers with it (cli/parent_watch.h) and
     // reports nothing; the gang's ranks elsewhere then fail on their dead peers and report
     // first, before its lease runs out. The cause is the lost worker, not those exits.
+    // Fenced out while this is the newest attempt: the checkpoint folder belongs to another job
+    // (storage/checkpoint_fence.h), so every restart would be refused the same way.
+    if (exit.exit_code == storage::kFencedOutExitCode && exit.signal == 0) {
+      BeginStop(*job, AfterStop::kFail,
+                absl::StrCat(why,
+                             " (its checkpoint.dir is fenced by another job: give this job "
+                             "its own folder; not restarted)"));
+      return absl::OkStatus();
+    }
     if (const std::optional<std::string> gone = UnreachableWorkerOf(*job, worker_id)) {
       FailRanks(*job, RecoveryCause::kWorkerLost,
                 absl::StrCat("worker ", *gone, " holding ranks of the job is unreachable (its ",

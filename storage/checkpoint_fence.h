@@ -29,6 +29,9 @@ namespace deepnet::storage {
 
 inline constexpr char kFenceFileName[] = "FENCE";
 inline constexpr char kFenceLockFileName[] = ".fence.lock";
+// The exit code of a `deepnet train` refused by the fence (cli::kExitFencedOut). From the job's
+// current attempt it means another job owns the folder: restarting cannot help.
+inline constexpr int kFencedOutExitCode = 77;
 
 /// Who writes: the coordinator's job id and attempt (DEEPNET_JOB_ID, DEEPNET_ATTEMPT).
 struct FenceToken {

@@ -79,6 +79,28 @@ TEST_F(CoordinatorFencingTest, ReconnectingWorkerStopsStaleAttemptsBeforeAnythin
   EXPECT_EQ(coordinator_->GetJob(id)->record.restarts, 1);
 }
 
+TEST_F(CoordinatorFencingTest, FencedOutCurrentAttemptFailsWithoutRestarts) {
+  Worker a = AddWorker("a", 1);
+  const std::string id = Submit(JobYaml(1, 1, ""));
+  coordinator_->Tick();
+  Running(a);
+  // The newest attempt itself is fenced out: another job owns its checkpoint folder.
+  ASSERT_TRUE(
+      coordinator_
+          ->OnTrainerExit(a.id, a.epoch,
+                          {id, 1, 0, 77, 0,
+                           "deepnet train: fenced out: the folder belongs to job j-9\n", false})
+          .ok());
+  coordinator_->Tick();
+  absl::StatusOr<JobView> job = coordinator_->GetJob(id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->record.state, JobState::kFailed);
+  EXPECT_EQ(job->record.restarts, 0);
+  EXPECT_EQ(job->record.attempt, 1);
+  EXPECT_THAT(job->record.state_reason, HasSubstr("fenced by another job"));
+  EXPECT_THAT(job->record.state_reason, HasSubstr("belongs to job j-9"));
+}
+
 TEST_F(CoordinatorFencingTest, RegistrationOfALiveAttemptStopsNothing) {
   Worker a = AddWorker("a", 1);
   const std::string id = Submit(JobYaml(1, 1, ""));
