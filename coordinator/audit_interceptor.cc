@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "deepnet/v1/job_service.pb.h"
 
@@ -17,47 +18,6 @@ using grpc::experimental::InterceptionHookPoints;
 
 constexpr const char* kSubmit = "/deepnet.v1.JobService/SubmitJob";
 constexpr const char* kCancel = "/deepnet.v1.JobService/CancelJob";
-
-const char* CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::OK:
-      return "OK";
-    case grpc::CANCELLED:
-      return "CANCELLED";
-    case grpc::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    case grpc::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::ABORTED:
-      return "ABORTED";
-    case grpc::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::INTERNAL:
-      return "INTERNAL";
-    case grpc::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::DATA_LOSS:
-      return "DATA_LOSS";
-    default:
-      return "UNKNOWN";
-  }
-}
 
 class AuditInterceptor : public grpc::experimental::Interceptor {
  public:
@@ -135,7 +95,10 @@ class AuditInterceptor : public grpc::experimental::Interceptor {
     if (validate_only_ || written_) return;
     written_ = true;
     record_.time = absl::Now();
-    record_.outcome = status.ok() ? "ok" : CodeName(status.error_code());
+    // gRPC's status codes are absl's, value for value.
+    record_.outcome = status.ok() ? "ok"
+                                  : absl::StatusCodeToString(
+                                        static_cast<absl::StatusCode>(status.error_code()));
     record_.message = status.error_message();
     log_->Write(record_);
   }
