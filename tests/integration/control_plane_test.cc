@@ -16,27 +16,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A tiny 2x2 (pipeline x data) job on the synthetic multilingual task.
-std::string JobYaml(const std::string& checkpoint_dir, int64_t max_steps, int every_steps,
-                    const std::string& scheduling = "{max_restarts: 2}", int stages = 2,
-                    int replicas = 2) {
-  std::ostringstream y;
-  y << "name: service-test\n"
-       "model: {encoder_layers: 2, decoder_layers: 2, d_model: 32, heads: 2, ffn_dim: 64, "
-       "max_positions: 128, dropout: 0.0}\n"
-       "data: {synthetic: {languages: [rev, cp], pairs_per_language: 200, max_words: 5}, "
-       "max_tokens: 160, max_len: 64, prefetch: 2}\n"
-       "optim: {lr: 2.0e-3, warmup_steps: 5}\n"
-    << "train: {max_steps: " << max_steps << ", log_every: 1, probe_every: 5, seed: 3}\n"
-    << "checkpoint: {dir: " << checkpoint_dir << ", every_steps: " << every_steps
-    << ", keep_last: 0}\n"
-    << "runtime: {blas_threads: 1}\n"
-    << "parallel: {pipeline_stages: " << stages << ", data_parallel: " << replicas
-    << ", backend: gloo, timeout_s: 60}\n"
-    << "scheduling: " << scheduling << "\n";
-  return y.str();
-}
-
 // The same job reading a TSV file instead of the synthetic task.
 std::string WithTsvData(std::string yaml, const std::string& path) {
   const size_t begin = yaml.find("data: ");
@@ -134,7 +113,7 @@ TEST_F(ControlPlaneTest, GangTrainsToSuccessWithCheckpointsMetricsAndPrometheus)
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
   const std::string ckpt = cluster_.UserDir("alice") + "/ckpt";
-  const v1::SubmitJobResponse submitted = Submit(JobYaml(ckpt, 30, 10), "first");
+  const v1::SubmitJobResponse submitted = Submit(SyntheticJobYaml(ckpt, 30, 10), "first");
   ASSERT_TRUE(submitted.created());
   const std::string id = submitted.job().job_id();
   ASSERT_TRUE(WaitState(id, v1::JOB_STATE_RUNNING, std::chrono::seconds(120)));
@@ -189,7 +168,8 @@ TEST_F(ControlPlaneTest, GangTrainsToSuccessWithCheckpointsMetricsAndPrometheus)
 TEST_F(ControlPlaneTest, KilledTrainerIsRestartedFromTheLatestCheckpoint) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
-  const std::string id = Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 40, 5)).job().job_id();
+  const std::string id =
+      Submit(SyntheticJobYaml(cluster_.UserDir("alice") + "/ckpt", 40, 5)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() >= 10; },
                       std::chrono::seconds(240)));
   std::map<pid_t, int> trainers = cluster_.Trainers(id);
@@ -230,10 +210,10 @@ TEST_F(ControlPlaneTest, KilledTrainerIsRestartedFromTheLatestCheckpoint) {
 TEST_F(ControlPlaneTest, LostWorkerDaemonsJobMovesToTheOtherWorkerAndItsTrainersExit) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
-  const std::string id =
-      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 200, 10, "{max_restarts: 2}", 2, 1))
-          .job()
-          .job_id();
+  const std::string id = Submit(SyntheticJobYaml(cluster_.UserDir("alice") + "/ckpt", 200, 10,
+                                                 "{max_restarts: 2}", 2, 1))
+                             .job()
+                             .job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).latest_checkpoint_step() >= 10; },
                       std::chrono::seconds(240)));
   const v1::Job running = Get(id);
@@ -266,7 +246,7 @@ TEST_F(ControlPlaneTest, CoordinatorKilledMidJobComesBackAndTheJobFinishes) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
   const std::string id =
-      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 150, 50)).job().job_id();
+      Submit(SyntheticJobYaml(cluster_.UserDir("alice") + "/ckpt", 150, 50)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 3; }, std::chrono::seconds(240)));
   cluster_.KillCoordinator();
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -282,7 +262,7 @@ TEST_F(ControlPlaneTest, CancelStopsEveryRankAndLeavesNoProcessBehind) {
   cluster_.StartWorker("w1", 2);
   cluster_.StartWorker("w2", 2);
   const std::string id =
-      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0)).job().job_id();
+      Submit(SyntheticJobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0)).job().job_id();
   ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 2; }, std::chrono::seconds(240)));
   ASSERT_EQ(cluster_.Trainers(id).size(), 4u);
   const auto asked = std::chrono::steady_clock::now();
@@ -310,12 +290,12 @@ TEST_F(ControlPlaneTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
                       std::chrono::seconds(30)));
   const std::string ckpt = cluster_.UserDir("alice") + "/ckpt";
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {JobYaml(ckpt, 10, 0) + "bogus: 1\n", "bogus"},
-      {JobYaml(ckpt, 0, 0), "train.max_steps"},
-      {JobYaml(ckpt, 10, 0, "{max_restarts: 1}", 9, 1), "parallel.pipeline_stages"},
-      {JobYaml("/nonexistent/dir/ckpt", 10, 0), "checkpoint.dir"},
-      {WithTsvData(JobYaml(ckpt, 10, 0), "/nonexistent/train.tsv"), "data.train_path"},
-      {JobYaml(ckpt, 10, 0, "{max_restarts: -1}"), "scheduling.max_restarts"},
+      {SyntheticJobYaml(ckpt, 10, 0) + "bogus: 1\n", "bogus"},
+      {SyntheticJobYaml(ckpt, 0, 0), "train.max_steps"},
+      {SyntheticJobYaml(ckpt, 10, 0, "{max_restarts: 1}", 9, 1), "parallel.pipeline_stages"},
+      {SyntheticJobYaml("/nonexistent/dir/ckpt", 10, 0), "checkpoint.dir"},
+      {WithTsvData(SyntheticJobYaml(ckpt, 10, 0), "/nonexistent/train.tsv"), "data.train_path"},
+      {SyntheticJobYaml(ckpt, 10, 0, "{max_restarts: -1}"), "scheduling.max_restarts"},
   };
   for (const auto& [yaml, field] : bad) {
     v1::SubmitJobRequest request;
@@ -353,10 +333,10 @@ TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
                     "--web.listen-address=127.0.0.1:" + std::to_string(port)},
                    cluster_.dir() + "/prometheus.log");
   cluster_.StartWorker("w1", 2);
-  const std::string id =
-      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0, "{max_restarts: 0}", 2, 1))
-          .job()
-          .job_id();
+  const std::string id = Submit(SyntheticJobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0,
+                                                 "{max_restarts: 0}", 2, 1))
+                             .job()
+                             .job_id();
   const std::string query = "/api/v1/query?query=deepnet_job_loss%7Bjob%3D%22" + id + "%22%7D";
   std::string answer;
   const bool found = WaitFor(
@@ -379,7 +359,7 @@ TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
 
 TEST_F(ControlPlaneTest, ConcurrentRetriesWithOneIdempotencyKeyMakeOneJob) {
   const std::string yaml =
-      JobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1);
+      SyntheticJobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1);
   std::vector<std::thread> threads;
   std::vector<std::string> ids(8);
   std::atomic<int> created{0};
@@ -405,10 +385,10 @@ TEST_F(ControlPlaneTest, ConcurrentRetriesWithOneIdempotencyKeyMakeOneJob) {
 }
 
 TEST_F(ControlPlaneTest, AuthenticationMatrix) {
-  const std::string id =
-      Submit(JobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0, "{max_restarts: 0}", 1, 1))
-          .job()
-          .job_id();
+  const std::string id = Submit(SyntheticJobYaml(cluster_.UserDir("alice") + "/ckpt", 10, 0,
+                                                 "{max_restarts: 0}", 1, 1))
+                             .job()
+                             .job_id();
   ASSERT_FALSE(id.empty());
   v1::GetJobRequest get;
   get.set_job_id(id);

@@ -19,23 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A tiny 1x1 job on the synthetic task.
-std::string OneRankJob(const std::string& checkpoint_dir, int64_t max_steps, int every_steps) {
-  std::ostringstream y;
-  y << "name: partition-test\n"
-       "model: {encoder_layers: 2, decoder_layers: 2, d_model: 32, heads: 2, ffn_dim: 64, "
-       "max_positions: 128, dropout: 0.0}\n"
-       "data: {synthetic: {languages: [rev, cp], pairs_per_language: 200, max_words: 5}, "
-       "max_tokens: 160, max_len: 64, prefetch: 2}\n"
-       "optim: {lr: 2.0e-3, warmup_steps: 5}\n"
-    << "train: {max_steps: " << max_steps << ", log_every: 1, probe_every: 5, seed: 3}\n"
-    << "checkpoint: {dir: " << checkpoint_dir << ", every_steps: " << every_steps
-    << ", keep_last: 0}\n"
-    << "runtime: {blas_threads: 1}\n"
-    << "scheduling: {max_restarts: 3}\n";
-  return y.str();
-}
-
 bool IsZombieOrGone(pid_t pid) {
   if (kill(pid, 0) != 0) return true;
   return Slurp("/proc/" + std::to_string(pid) + "/stat").find(") Z") != std::string::npos;
@@ -123,8 +106,9 @@ TEST_F(PartitionTest, StaleAttemptCannotCommitAndIsStoppedWhenItsWorkerReturns) 
   const std::string y_dir = cluster_.UserDir("alice") + "/ckpt-y";
   // Both jobs land on w1, the only worker at first.
   cluster_.StartWorker("w1", 2);
-  const std::string x = Submit(OneRankJob(x_dir, 150, 3));
-  const std::string y = Submit(OneRankJob(y_dir, 100000, 0));  // saves only when stopped
+  const std::string x = Submit(SyntheticJobYaml(x_dir, 150, 3, "{max_restarts: 3}", 1, 1));
+  const std::string y = Submit(
+      SyntheticJobYaml(y_dir, 100000, 0, "{max_restarts: 3}", 1, 1));  // saves only when stopped
   ASSERT_FALSE(x.empty() || y.empty()) << "a submission was refused";
   ASSERT_TRUE(
       WaitFor([&] { return Get(x).latest_checkpoint_step() >= 3; }, std::chrono::seconds(240)))

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +48,28 @@ inline std::optional<std::pair<uid_t, gid_t>> TrainerAccount() {
     if (const passwd* pw = getpwnam(name)) return std::make_pair(pw->pw_uid, pw->pw_gid);
   }
   return std::make_pair(uid_t{65534}, gid_t{65534});
+}
+
+// A tiny 2x2 (pipeline x data) job on the synthetic multilingual task.
+inline std::string SyntheticJobYaml(const std::string& checkpoint_dir, int64_t max_steps,
+                                    int every_steps,
+                                    const std::string& scheduling = "{max_restarts: 2}",
+                                    int stages = 2, int replicas = 2) {
+  std::ostringstream y;
+  y << "name: service-test\n"
+       "model: {encoder_layers: 2, decoder_layers: 2, d_model: 32, heads: 2, ffn_dim: 64, "
+       "max_positions: 128, dropout: 0.0}\n"
+       "data: {synthetic: {languages: [rev, cp], pairs_per_language: 200, max_words: 5}, "
+       "max_tokens: 160, max_len: 64, prefetch: 2}\n"
+       "optim: {lr: 2.0e-3, warmup_steps: 5}\n"
+    << "train: {max_steps: " << max_steps << ", log_every: 1, probe_every: 5, seed: 3}\n"
+    << "checkpoint: {dir: " << checkpoint_dir << ", every_steps: " << every_steps
+    << ", keep_last: 0}\n"
+    << "runtime: {blas_threads: 1}\n"
+    << "parallel: {pipeline_stages: " << stages << ", data_parallel: " << replicas
+    << ", backend: gloo, timeout_s: 60}\n"
+    << "scheduling: " << scheduling << "\n";
+  return y.str();
 }
 
 // Whether `account` may execute `path`, every folder above it included (a checkout under a 0700
