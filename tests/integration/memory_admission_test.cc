@@ -26,16 +26,7 @@ grpc::Status Submit(v1::JobService::Stub& jobs, v1::SubmitJobResponse* response)
   return jobs.SubmitJob(&context, request, response);
 }
 
-v1::Job Get(v1::JobService::Stub& jobs, const std::string& id) {
-  v1::GetJobRequest request;
-  request.set_job_id(id);
-  v1::Job job;
-  grpc::ClientContext context;
-  rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
-  const grpc::Status s = jobs.GetJob(&context, request, &job);
-  if (!s.ok()) job.set_message("GetJob failed: " + rpc::Describe(s));
-  return job;
-}
+v1::Job Get(v1::JobService::Stub& jobs, const std::string& id) { return GetJobAs(jobs, id); }
 
 TEST(MemoryAdmissionTest, ClusterSlotMemoryRefusesAtSubmission) {
   ServiceCluster cluster;

@@ -69,27 +69,9 @@ class PartitionTest : public ::testing::Test {
     jobs_ = cluster_.Jobs();
   }
 
-  std::string Submit(const std::string& yaml) {
-    v1::SubmitJobRequest request;
-    request.mutable_spec()->set_config_yaml(yaml);
-    v1::SubmitJobResponse response;
-    grpc::ClientContext context;
-    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
-    const grpc::Status s = jobs_->SubmitJob(&context, request, &response);
-    EXPECT_TRUE(s.ok()) << rpc::Describe(s);
-    return response.job().job_id();
-  }
+  std::string Submit(const std::string& yaml) { return SubmitJobAs(*jobs_, yaml); }
 
-  v1::Job Get(const std::string& id) {
-    v1::GetJobRequest request;
-    request.set_job_id(id);
-    v1::Job job;
-    grpc::ClientContext context;
-    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
-    const grpc::Status s = jobs_->GetJob(&context, request, &job);
-    if (!s.ok()) job.set_message("GetJob failed: " + rpc::Describe(s));
-    return job;
-  }
+  v1::Job Get(const std::string& id) { return GetJobAs(*jobs_, id); }
 
   std::string Logs() {
     std::string text = cluster_.Log("coordinator.1.log") + cluster_.Log("worker-w1.log") +

@@ -53,16 +53,7 @@ class QueuedJobTest : public ::testing::Test {
     jobs_ = cluster_.Jobs();
   }
 
-  v1::Job Get(const std::string& id) {
-    v1::GetJobRequest request;
-    request.set_job_id(id);
-    v1::Job job;
-    grpc::ClientContext context;
-    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
-    const grpc::Status s = jobs_->GetJob(&context, request, &job);
-    if (!s.ok()) job.set_message("GetJob failed: " + rpc::Describe(s));
-    return job;
-  }
+  v1::Job Get(const std::string& id) { return GetJobAs(*jobs_, id); }
 
   v1::ListWorkersResponse Workers(const char* token) {
     v1::ListWorkersResponse response;

@@ -50,7 +50,7 @@ inline std::optional<std::pair<uid_t, gid_t>> TrainerAccount() {
   return std::make_pair(uid_t{65534}, gid_t{65534});
 }
 
-// A tiny 2x2 (pipeline x data) job on the synthetic multilingual task.
+// A tiny job on the synthetic multilingual task, 2x2 (pipeline x data) unless told otherwise.
 inline std::string SyntheticJobYaml(const std::string& checkpoint_dir, int64_t max_steps,
                                     int every_steps,
                                     const std::string& scheduling = "{max_restarts: 2}",
@@ -70,6 +70,32 @@ inline std::string SyntheticJobYaml(const std::string& checkpoint_dir, int64_t m
     << ", backend: gloo, timeout_s: 60}\n"
     << "scheduling: " << scheduling << "\n";
   return y.str();
+}
+
+// GetJob `id` as the holder of `token`; on failure a Job whose message says why.
+inline v1::Job GetJobAs(v1::JobService::Stub& jobs, const std::string& id,
+                        const char* token = kAliceToken) {
+  v1::GetJobRequest request;
+  request.set_job_id(id);
+  v1::Job job;
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, token, std::chrono::seconds(30));
+  const grpc::Status s = jobs.GetJob(&context, request, &job);
+  if (!s.ok()) job.set_message("GetJob failed: " + rpc::Describe(s));
+  return job;
+}
+
+// SubmitJob `yaml` as the holder of `token`; the job id (empty, and a test failure, if refused).
+inline std::string SubmitJobAs(v1::JobService::Stub& jobs, const std::string& yaml,
+                               const char* token = kAliceToken) {
+  v1::SubmitJobRequest request;
+  request.mutable_spec()->set_config_yaml(yaml);
+  v1::SubmitJobResponse response;
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, token, std::chrono::seconds(30));
+  const grpc::Status s = jobs.SubmitJob(&context, request, &response);
+  EXPECT_TRUE(s.ok()) << rpc::Describe(s);
+  return response.job().job_id();
 }
 
 // Whether `account` may execute `path`, every folder above it included (a checkout under a 0700

@@ -32,26 +32,8 @@ std::string TinyJob(const std::string& checkpoint_dir, int64_t max_steps, int ev
 
 class StorageServiceTest : public ::testing::Test {
  protected:
-  v1::Job Get(const std::string& id) {
-    v1::GetJobRequest request;
-    request.set_job_id(id);
-    v1::Job job;
-    grpc::ClientContext context;
-    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
-    const grpc::Status s = jobs_->GetJob(&context, request, &job);
-    if (!s.ok()) job.set_message("GetJob failed: " + rpc::Describe(s));
-    return job;
-  }
-  std::string Submit(const std::string& yaml) {
-    v1::SubmitJobRequest request;
-    request.mutable_spec()->set_config_yaml(yaml);
-    v1::SubmitJobResponse response;
-    grpc::ClientContext context;
-    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
-    const grpc::Status s = jobs_->SubmitJob(&context, request, &response);
-    EXPECT_TRUE(s.ok()) << rpc::Describe(s);
-    return response.job().job_id();
-  }
+  v1::Job Get(const std::string& id) { return GetJobAs(*jobs_, id); }
+  std::string Submit(const std::string& yaml) { return SubmitJobAs(*jobs_, yaml); }
   bool WaitState(const std::string& id, v1::JobState state) {
     return WaitFor([&] { return Get(id).state() == state; }, std::chrono::seconds(180));
   }
