@@ -69,7 +69,12 @@ class PartitionTest : public ::testing::Test {
     jobs_ = cluster_.Jobs();
   }
 
-  std::string Submit(const std::string& yaml) { return SubmitJobAs(*jobs_, yaml); }
+  std::string Submit(const std::string& yaml) {
+    std::string id;
+    const grpc::Status s = SubmitJobAs(*jobs_, yaml, &id);
+    EXPECT_TRUE(s.ok()) << rpc::Describe(s);
+    return id;
+  }
 
   v1::Job Get(const std::string& id) { return GetJobAs(*jobs_, id); }
 

@@ -33,7 +33,12 @@ std::string TinyJob(const std::string& checkpoint_dir, int64_t max_steps, int ev
 class StorageServiceTest : public ::testing::Test {
  protected:
   v1::Job Get(const std::string& id) { return GetJobAs(*jobs_, id); }
-  std::string Submit(const std::string& yaml) { return SubmitJobAs(*jobs_, yaml); }
+  std::string Submit(const std::string& yaml) {
+    std::string id;
+    const grpc::Status s = SubmitJobAs(*jobs_, yaml, &id);
+    EXPECT_TRUE(s.ok()) << rpc::Describe(s);
+    return id;
+  }
   bool WaitState(const std::string& id, v1::JobState state) {
     return WaitFor([&] { return Get(id).state() == state; }, std::chrono::seconds(180));
   }
