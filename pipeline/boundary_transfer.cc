@@ -99,14 +99,32 @@ torch::Tensor BoundaryTransfer::Buffer(bool send, int peer, int kind, size_t slo
   return torch::empty(shape, TransportOptions(dtype));
 }
 
+absl::Status BoundaryTransfer::CheckHeader(const torch::Tensor& received, const IncomingMessage& in,
+                                           const std::string& where) const {
+  const torch::Tensor header = received.cpu();
+  auto h = header.accessor<int64_t, 1>();
+  bool ok = h[0] == kMagic && h[1] == in.step && h[2] == in.micro_batch && h[3] == in.kind &&
+            h[4] == static_cast<int64_t>(in.shapes.size());
+  for (size_t i = 0; ok && i < in.shapes.size() && i < kHeaderTensors; ++i) {
+    int64_t numel = 1;
+    for (int64_t d : in.shapes[i]) numel *= d;
+    ok = h[5 + i] == numel;
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(where, ": expected the ", KindName(in.kind), " of micro-batch ", in.micro_batch,
+                   " of step ", in.step, " from stage ", in.peer_stage, " (", in.shapes.size(),
+                   " tensor(s)) but received micro-batch ", h[2], " of step ", h[1], " kind ", h[3],
+                   " with ", h[4], " tensor(s); the stages disagree on the batches"));
+}
+
 absl::StatusOr<std::vector<std::vector<torch::Tensor>>> BoundaryTransfer::Exchange(
     const std::vector<OutgoingMessage>& outgoing, const std::vector<IncomingMessage>& incoming,
     const std::string& where) {
-  std::vector<comm::P2POp> ops;
+  // Sends: every message's header and tensors.
+  std::vector<comm::P2POp> sends;
   bool queued_downloads = false;
   for (const OutgoingMessage& out : outgoing) {
-    // A header first: the receiver checks step, micro-batch, direction and sizes, so a mismatch
-    // is an error naming them instead of a hang or garbage.
     torch::Tensor header = torch::zeros({kHeaderSize}, torch::kLong);
     auto h = header.accessor<int64_t, 1>();
     h[0] = kMagic, h[1] = out.step, h[2] = out.micro_batch, h[3] = out.kind;
@@ -114,8 +132,8 @@ absl::StatusOr<std::vector<std::vector<torch::Tensor>>> BoundaryTransfer::Exchan
     for (size_t i = 0; i < out.tensors.size() && i < kHeaderTensors; ++i) {
       h[5 + i] = out.tensors[i].numel();
     }
-    ops.push_back({comm::P2POp::Kind::kSend, header.to(TransportOptions(torch::kLong).device()),
-                   out.peer_rank, out.kind});
+    sends.push_back({comm::P2POp::Kind::kSend, header.to(TransportOptions(torch::kLong).device()),
+                     out.peer_rank, out.kind});
     for (size_t i = 0; i < out.tensors.size(); ++i) {
       torch::Tensor wire = ToWire(out.tensors[i], wire_dtype_);
       if (stage_through_host_) {
@@ -125,19 +143,7 @@ absl::StatusOr<std::vector<std::vector<torch::Tensor>>> BoundaryTransfer::Exchan
         queued_downloads = true;
         wire = host;
       }
-      ops.push_back({comm::P2POp::Kind::kSend, wire, out.peer_rank, out.kind});
-    }
-  }
-  const c10::ScalarType wire_in = wire_dtype_.value_or(compute_dtype_);
-  std::vector<torch::Tensor> headers;
-  std::vector<std::vector<torch::Tensor>> buffers;
-  for (const IncomingMessage& in : incoming) {
-    headers.push_back(torch::zeros({kHeaderSize}, TransportOptions(torch::kLong)));
-    ops.push_back({comm::P2POp::Kind::kRecv, headers.back(), in.peer_rank, in.kind});
-    buffers.emplace_back();
-    for (size_t i = 0; i < in.shapes.size(); ++i) {
-      buffers.back().push_back(Buffer(false, in.peer_rank, in.kind, i, in.shapes[i], wire_in));
-      ops.push_back({comm::P2POp::Kind::kRecv, buffers.back().back(), in.peer_rank, in.kind});
+      sends.push_back({comm::P2POp::Kind::kSend, wire, out.peer_rank, out.kind});
     }
   }
 #ifdef DEEPNET_HAVE_CUDA
@@ -146,31 +152,68 @@ absl::StatusOr<std::vector<std::vector<torch::Tensor>>> BoundaryTransfer::Exchan
   if (queued_downloads) c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
 #endif
   (void)queued_downloads;
-  auto group = world_->StartGroup(std::move(ops));
-  if (!group.ok()) return group.status();
-  if (absl::Status s = (*group)->Wait(); !s.ok()) return s;
+  const c10::ScalarType wire_in = wire_dtype_.value_or(compute_dtype_);
+  std::vector<torch::Tensor> headers;
+  std::vector<std::vector<torch::Tensor>> buffers(incoming.size());
+  auto add_buffers = [&](size_t m, std::vector<comm::P2POp>& ops) {
+    const IncomingMessage& in = incoming[m];
+    for (size_t i = 0; i < in.shapes.size(); ++i) {
+      buffers[m].push_back(Buffer(false, in.peer_rank, in.kind, i, in.shapes[i], wire_in));
+      ops.push_back({comm::P2POp::Kind::kRecv, buffers[m].back(), in.peer_rank, in.kind});
+    }
+  };
+  std::vector<comm::P2POp> ops = std::move(sends);
+  for (const IncomingMessage& in : incoming) {
+    headers.push_back(torch::zeros({kHeaderSize}, TransportOptions(torch::kLong)));
+    ops.push_back({comm::P2POp::Kind::kRecv, headers.back(), in.peer_rank, in.kind});
+  }
+  if (world_->backend() == "nccl") {
+    // NCCL: everything in one group (a later group on the stream would start only after this
+    // one, sends included, has finished). Sizes are checked against the header afterwards.
+    for (size_t m = 0; m < incoming.size(); ++m) add_buffers(m, ops);
+    auto group = world_->StartGroup(std::move(ops));
+    if (!group.ok()) return group.status();
+    if (absl::Status s = (*group)->Wait(); !s.ok()) return s;
+    for (size_t m = 0; m < incoming.size(); ++m) {
+      if (absl::Status s = CheckHeader(headers[m], incoming[m], where); !s.ok()) return s;
+    }
+  } else {
+    // Host transports: the sends and the header receives are posted together; each message's
+    // tensors are received once its header has arrived and agrees, so a disagreement is an
+    // error naming the batch instead of a transport receiving more bytes than it expects. A
+    // header arrives as soon as its sender has posted, so a send still completes exactly when
+    // its receiver has posted its group: the rendezvous model of CheckSchedule.
+    const size_t header_start = ops.size() - incoming.size();
+    std::vector<std::unique_ptr<comm::CommWork>> works;
+    std::vector<comm::P2POp> header_receives(ops.begin() + header_start, ops.end());
+    ops.resize(header_start);
+    auto sent = world_->StartGroup(std::move(ops));
+    if (!sent.ok()) return sent.status();
+    works.push_back(*std::move(sent));
+    std::vector<std::unique_ptr<comm::CommWork>> header_works;
+    for (comm::P2POp& op : header_receives) {
+      auto work = world_->RecvAsync(op.tensor, op.peer, op.tag);
+      if (!work.ok()) return work.status();
+      header_works.push_back(*std::move(work));
+    }
+    for (size_t m = 0; m < incoming.size(); ++m) {
+      if (absl::Status s = header_works[m]->Wait(); !s.ok()) return s;
+      if (absl::Status s = CheckHeader(headers[m], incoming[m], where); !s.ok()) return s;
+      std::vector<comm::P2POp> receives;
+      add_buffers(m, receives);
+      auto work = world_->StartGroup(std::move(receives));
+      if (!work.ok()) return work.status();
+      works.push_back(*std::move(work));
+    }
+    for (size_t k = works.size(); k-- > 0;) {  // Receives first, then the sends.
+      if (absl::Status s = works[k]->Wait(); !s.ok()) return s;
+    }
+  }
 
   std::vector<std::vector<torch::Tensor>> received;
-  for (size_t m = 0; m < incoming.size(); ++m) {
-    const IncomingMessage& in = incoming[m];
-    const torch::Tensor header = headers[m].cpu();
-    auto h = header.accessor<int64_t, 1>();
-    bool ok = h[0] == kMagic && h[1] == in.step && h[2] == in.micro_batch && h[3] == in.kind &&
-              h[4] == static_cast<int64_t>(in.shapes.size());
-    for (size_t i = 0; ok && i < in.shapes.size() && i < kHeaderTensors; ++i) {
-      int64_t numel = 1;
-      for (int64_t d : in.shapes[i]) numel *= d;
-      ok = h[5 + i] == numel;
-    }
-    if (!ok) {
-      return absl::InternalError(absl::StrCat(
-          where, ": expected the ", KindName(in.kind), " of micro-batch ", in.micro_batch,
-          " of step ", in.step, " from stage ", in.peer_stage, " (", in.shapes.size(),
-          " tensor(s)) but received micro-batch ", h[2], " of step ", h[1], " kind ", h[3],
-          " with ", h[4], " tensor(s); the stages disagree on the batches"));
-    }
+  for (const std::vector<torch::Tensor>& message : buffers) {
     std::vector<torch::Tensor> tensors;
-    for (const torch::Tensor& buffer : buffers[m]) {
+    for (const torch::Tensor& buffer : message) {
       torch::Tensor local = buffer;
       if (stage_through_host_) {
         local = torch::empty(buffer.sizes(),

@@ -47,9 +47,13 @@ struct IncomingMessage {
 
 /// Moves pipeline messages of one rank. Each message is a header (magic, step, micro-batch,
 /// kind, tensor count, element counts), checked by the receiver so that stages that disagree
-/// fail naming the batch, followed by its tensors in the wire dtype. Exchange posts all sends
-/// and receives of one schedule tick as one Communicator::StartGroup and waits for the group,
-/// so it completes on transports with rendezvous semantics.
+/// fail naming the batch, followed by its tensors in the wire dtype. Exchange runs all sends and
+/// receives of one schedule tick together and returns when all are done, so it completes on
+/// transports with rendezvous semantics whenever CheckSchedule accepts the schedule: on NCCL as
+/// one Communicator::StartGroup (the header is checked afterwards); on host transports the sends
+/// and the header receives are posted as one group and each message's tensors are received as
+/// soon as its header has arrived and agrees (so a disagreement never reaches the transport as a
+/// size mismatch), which completes a send exactly when its receiver has posted its group.
 ///
 /// Where the tensors live: CPU tensors go as they are; CUDA tensors go directly from and into
 /// device memory when the communicator takes device tensors (NCCL, loopback); otherwise (Gloo
@@ -90,6 +94,9 @@ class BoundaryTransfer {
   torch::Tensor Buffer(bool send, int peer, int kind, size_t slot, c10::IntArrayRef shape,
                        c10::ScalarType dtype);
   torch::TensorOptions TransportOptions(c10::ScalarType dtype) const;
+  // InternalError naming both batches unless `received` is the header `in` expects.
+  absl::Status CheckHeader(const torch::Tensor& received, const IncomingMessage& in,
+                           const std::string& where) const;
 
   comm::Communicator* world_;
   torch::Device device_;
