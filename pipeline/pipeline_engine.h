@@ -155,8 +155,9 @@ class PipelineEngine {
   int WorldRank(int stage, int replica) const {
     return stage * static_cast<int>(options_.replicas) + replica;
   }
-  // Runs the transfers schedule_[stage_][begin, end) (one group) as one grouped operation:
-  // sends take (and erase) their tensors from `sent`, receives fill `received`.
+  // Runs the transfers schedule_[stage_][begin, end) (one group) together through
+  // BoundaryTransfer::Exchange: sends take (and erase) their tensors from `outputs` (activations)
+  // or `in_grads` (gradients), receives fill `inputs` or `out_grads`.
   absl::Status RunTransfers(size_t begin, size_t end, const std::vector<MicroBatch>& micro,
                             int64_t step, std::map<int, std::vector<torch::Tensor>>& outputs,
                             std::map<int, std::vector<torch::Tensor>>& in_grads,
