@@ -37,7 +37,8 @@ GROUPS_SPEC=(
         libudev1 libuuid1"
   "sqlite: libsqlite3-dev libsqlite3-0"
   "prometheus: prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
-        libprometheus-cpp-push1.0 libcivetweb-dev libcivetweb1 libcurl4-openssl-dev libcurl4"
+        libprometheus-cpp-push1.0 libcivetweb-dev libcivetweb1 civetweb libcurl4-openssl-dev
+        libcurl4"
 )
 
 mkdir -p "$BUNDLE_DIR/debs"
