@@ -56,6 +56,7 @@ fail_hint() {
   echo "----- last lines of $(basename "$1") -----"
   tail -n 25 "$1"
   echo "----- missing pieces named in it -----"
+  grep -A3 "CMake Error" "$1" | head -n 20
   grep -E "fatal error: .*No such file|Could NOT find|not found|undefined reference|cannot find -l|error while loading shared libraries|FAILED:|error:" "$1" \
     | sort | uniq -c | sort -rn | head -n 12
   echo "-----"
@@ -153,6 +154,8 @@ present() {
   if [ "$(printf '%s\n2.36\n' "$glibc" | sort -V | head -1)" != 2.36 ]; then
     echo "WARNING: glibc $glibc < 2.36: bookworm's libraries need 2.36; bundled groups may fail to load"
   fi
+  # A prefix this script filled before (it holds .groups) starts empty: no stale group.
+  [ -f "$PREFIX/.groups" ] && rm -rf "$PREFIX"
   mkdir -p "$PREFIX"
   used=() have=()
   while read -r group pkgs; do
@@ -261,7 +264,14 @@ if [[ " $BUNDLED " == *" mpi "* ]]; then
                -DMPIEXEC_EXECUTABLE="$PREFIX/usr/bin/mpirun.openmpi")
 fi
 t=$(date +%s)
-timeout "$(limit 300 120)" cmake "${CMAKE_ARGS[@]}" >"$BUILD_LOG" 2>&1
+{
+  echo "cmake ${CMAKE_ARGS[*]}"
+  echo "PATH=$PATH"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  echo "PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
+  echo "NCCL_ROOT=${NCCL_ROOT:-}  CUDA_HOME=${CUDA_HOME:-}  OPAL_PREFIX=${OPAL_PREFIX:-}"
+} >"$BUILD_LOG"
+timeout "$(limit 300 120)" cmake "${CMAKE_ARGS[@]}" >>"$BUILD_LOG" 2>&1
 rc=$?
 if ((rc != 0)); then
   note configure FAIL "rc $rc after $(($(date +%s) - t)) s (build.log)"
