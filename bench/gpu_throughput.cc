@@ -286,7 +286,16 @@ int Run(const Options& o) {
               gpu ? "bf16 8192^3" : "fp32 512^3", "median of 5", gpu ? "cuda:0" : "cpu",
               TORCH_VERSION);
   std::fflush(stdout);
-  json results = json::array();
+  json out = {{"device", gpu ? "cuda:0" : "cpu"},
+              {"torch", TORCH_VERSION},
+              {"peak_matmul_tflops", peak},
+              {"peak_matmul", gpu ? "bf16 8192x8192x8192" : "fp32 512x512x512"},
+              {"sequence", shape.sequence},
+              {"steps", o.steps},
+              {"warmup", o.warmup},
+              {"overrides", o.overrides},
+              {"results", json::array()}};
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1) << "\n";
   const auto configs = gpu ? GpuConfigs() : TinyConfigs();
   int index = 0;
   for (const auto& b : configs) {
@@ -305,7 +314,9 @@ int Run(const Options& o) {
     }
     WriteJobFile(o.jobs_dir, index, r);
     r.erase("job_yaml");
-    results.push_back(r);
+    out["results"].push_back(r);
+    // After every configuration, so that a run stopped from outside still leaves its results.
+    if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1) << "\n";
     if (r["status"] == "ok") {
       std::printf(
           "%-15s %-5s %6lld tok  %8.1f ms  %10.0f tok/s  %8.3g TFLOP/s  MFU %5.1f%%  "
@@ -320,15 +331,6 @@ int Run(const Options& o) {
     }
     std::fflush(stdout);
   }
-  json out = {{"device", gpu ? "cuda:0" : "cpu"},
-              {"torch", TORCH_VERSION},
-              {"peak_matmul_tflops", peak},
-              {"peak_matmul", gpu ? "bf16 8192x8192x8192" : "fp32 512x512x512"},
-              {"sequence", shape.sequence},
-              {"steps", o.steps},
-              {"warmup", o.warmup},
-              {"overrides", o.overrides},
-              {"results", results}};
   if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1) << "\n";
   return 0;
 }
