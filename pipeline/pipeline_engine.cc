@@ -52,6 +52,12 @@ int64_t LayerOfParameter(const std::string& name, int64_t encoder_layers) {
   return -1;
 }
 
+// A boundary tensor as it travels (options_.boundary_dtype) or as it is used (float) once
+// received: the one place pipeline messages change dtype.
+torch::Tensor BoundaryCast(const torch::Tensor& t, torch::ScalarType dtype) {
+  return t.scalar_type() == dtype ? t.contiguous() : t.to(dtype).contiguous();
+}
+
 }  // namespace
 
 PipelineEngine::PipelineEngine(const EngineOptions& options, comm::Communicator* world)
@@ -141,6 +147,11 @@ absl::Status PipelineEngine::Setup() {
   const int64_t segments =
       options_.replicas > 1 ? (bytes + options_.bucket_bytes - 1) / options_.bucket_bytes : 1;
   compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing);
+  compute_->set_bf16_autocast(options_.precision == model::ComputePrecision::kBf16,
+                              options_.device.type());
+  if (options_.device.is_cuda()) {
+    model::AllowTf32(options_.precision != model::ComputePrecision::kFp32);
+  }
   PlanBuckets();
   // A token for this run's shared temporary checkpoint folders, chosen by rank 0.
   auto token = BroadcastString(absl::StrCat(
@@ -197,7 +208,7 @@ absl::Status PipelineEngine::SendBoundary(const std::vector<torch::Tensor>& tens
   if (!work.ok()) return work.status();
   pending_sends_.push_back(*std::move(work));
   for (const auto& t : tensors) {
-    auto payload = world_->SendAsync(t.contiguous(), peer, kind);
+    auto payload = world_->SendAsync(BoundaryCast(t, options_.boundary_dtype), peer, kind);
     if (!payload.ok()) return payload.status();
     pending_sends_.push_back(*std::move(payload));
   }
@@ -231,11 +242,12 @@ absl::StatusOr<std::vector<torch::Tensor>> PipelineEngine::RecvBoundary(
         " kind ", h[3], " with ", h[4], " tensor(s); the stages disagree on the batches"));
   }
   std::vector<torch::Tensor> tensors;
-  const auto options = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
+  const auto options =
+      torch::TensorOptions().dtype(options_.boundary_dtype).device(options_.device);
   for (const auto& shape : shapes) {
     torch::Tensor t = torch::empty(shape, options);
     if (auto s = world_->Recv(t, peer, kind); !s.ok()) return s;
-    tensors.push_back(std::move(t));
+    tensors.push_back(BoundaryCast(t, torch::kFloat));
   }
   return tensors;
 }
@@ -288,7 +300,16 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   auto launch_buckets = [&](int segment) {
     for (const auto& b : buckets_) {
       if (b.ready_segment != segment) continue;
-      auto work = data_group_->AllReduceSumAsync(flat_->grads().narrow(0, b.offset, b.numel));
+      torch::Tensor bucket = flat_->grads().narrow(0, b.offset, b.numel);
+      if (options_.grad_reduce_dtype != bucket.scalar_type()) {
+        // NCCL sums bf16. Gloo (LibTorch 1.13) and MPI cannot: they sum the bf16-rounded
+        // values in fp32 (no bytes saved), and the sum is rounded to bf16 as well.
+        torch::Tensor low = bucket.to(options_.grad_reduce_dtype);
+        if (data_group_->backend() != "nccl") low = low.to(bucket.scalar_type());
+        reduce_casts_.emplace_back(bucket, low);
+        bucket = low;
+      }
+      auto work = data_group_->AllReduceSumAsync(bucket);
       if (!work.ok()) throw std::runtime_error(std::string(work.status().message()));
       pending_reductions_.push_back(*std::move(work));
     }
@@ -438,6 +459,10 @@ absl::Status PipelineEngine::ReduceGradients() {
     if (auto s = work->Wait(); !s.ok() && status.ok()) status = s;
   }
   pending_reductions_.clear();
+  for (auto& [bucket, reduced] : reduce_casts_) {
+    if (status.ok()) bucket.copy_(reduced.to(options_.grad_reduce_dtype));
+  }
+  reduce_casts_.clear();
   if (!status.ok()) return status;
   for (auto& t : tied_) {
     torch::Tensor grad = flat_->View(flat_->grads(), t.entry);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "comm/loopback_communicator.h"
 #include "model/model_stats.h"
+#include "model/precision.h"
 #include "pipeline/stage_partition.h"
 #include "train/batch_tensors.h"
 
@@ -139,6 +140,9 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
   engine.adam.weight_decay = config_.optim.weight_decay;
   engine.clip_norm = config_.optim.clip_norm;
   engine.device = device_;
+  engine.precision = *model::ParseComputePrecision(job::EffectivePrecision(config_.runtime));
+  if (engine.precision == model::ComputePrecision::kBf16) engine.boundary_dtype = torch::kBFloat16;
+  if (config_.runtime.grad_reduce == "bf16") engine.grad_reduce_dtype = torch::kBFloat16;
   if (count > 0) {
     engine.source_length = std::max<int64_t>(1, src_sum / count);
     engine.target_length = std::max<int64_t>(1, tgt_sum / count);
@@ -344,7 +348,11 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.start_step = step_;
   summary.rejected_checkpoints = rejected_;
   const auto& tc = config_.train;
-  reporter_->Event("start", absl::StrCat(config_.name, ": ", model::DescribeShape(config_.model),
+  // The precision that runs, e.g. "bf16 on cuda (gradients reduced in fp32)".
+  const std::string shape = absl::StrCat(
+      model::DescribeShape(config_.model), ", ", job::EffectivePrecision(config_.runtime), " on ",
+      config_.runtime.device, " (gradients reduced in ", config_.runtime.grad_reduce, ")");
+  reporter_->Event("start", absl::StrCat(config_.name, ": ", shape,
                                          ", ", data_.train_examples(), " train / ",
                                          data_.valid_examples(), " valid pairs in ",
                                          data_.pairs.size(), " directions, from step ", step_,
