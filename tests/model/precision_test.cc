@@ -44,6 +44,26 @@ TEST(PrecisionTest, AutocastScopeTurnsBf16OnAndRestoresWhatWasThere) {
   EXPECT_EQ(kernels::UseFusedKernels(a), kernels::FusedKernelsEnabled());
 }
 
+// Autocast keeps one bf16 cast per leaf weight for reuse, also for a parameter whose data is a
+// view of a flat buffer (pipeline/flat_parameters.cc); after an in-place update the kept cast
+// is stale until ClearAutocastCache. (LibTorch 1.13 on CPU casts linear's weight through a
+// transposed view, which it never caches, so only the CUDA path of the model reuses casts.)
+TEST(PrecisionTest, ClearAutocastCacheMakesProductsSeeUpdatedWeights) {
+  torch::Tensor x = torch::ones({2, 4});
+  torch::Tensor flat = torch::ones({16});
+  torch::Tensor w = torch::ones({4, 4}, torch::requires_grad());
+  w.set_data(flat.narrow(0, 0, 16).view({4, 4}));
+  Bf16AutocastScope scope(kCpu, true);
+  ClearAutocastCache();
+  torch::Tensor before = torch::mm(x, w);
+  flat.add_(1.0);  // an optimiser step
+  const bool cached = torch::equal(torch::mm(x, w), before);
+  std::printf("autocast weight cache on CPU: %s\n", cached ? "yes" : "no");
+  ClearAutocastCache();
+  EXPECT_FALSE(torch::equal(torch::mm(x, w), before));
+  ClearAutocastCache();
+}
+
 // Rows 256, 258, 256, 258, ...: exact in bf16 (spacing 2 there), mean 257 and variance 1, so
 // the normalised row is -1, +1, ... A mean held in bf16 rounds to 256 or 258 and the row comes
 // out as 0, 2 (or -2, 0): every element off by 1. LayerNormFp32 must give +-1.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "job/job_config.h"
+#include "tests/temp_dir.h"
 #include "train/trainer.h"
 
 #ifdef DEEPNET_HAVE_GLOO
@@ -107,6 +108,30 @@ TEST(MixedPrecisionTrainingTest, Bf16TracksTheFp32LossCurveOver200Steps) {
   EXPECT_LT(step_gap, 0.05);
   EXPECT_NE(bf16, fp32);                       // bf16 did run
   EXPECT_LT(bf16.back(), 0.8 * bf16.front());  // and it learns
+}
+
+// Resuming a bf16 run reproduces it bit for bit: the checkpoint holds the fp32 master weights
+// (the same files as fp32), and the dropout streams come back.
+TEST(MixedPrecisionTrainingTest, Bf16ResumeReproducesTheUninterruptedRunBitForBit) {
+  torch::set_num_threads(1);
+  testing::TempDir a, b;
+  job::JobConfig full = TinyJob("bf16", 12);
+  full.model.dropout(0.1);
+  full.checkpoint.dir = a.path();
+  full.checkpoint.every_steps = 6;
+  const std::vector<double> uninterrupted = Losses(full);
+  ASSERT_EQ(uninterrupted.size(), 12u);
+  job::JobConfig first = full;
+  first.checkpoint.dir = b.path();
+  first.train.max_steps = 6;
+  ASSERT_EQ(Losses(first).size(), 6u);
+  job::JobConfig rest = full;
+  rest.checkpoint.dir = b.path();
+  const std::vector<double> resumed = Losses(rest);
+  ASSERT_EQ(resumed.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(resumed[i], uninterrupted[6 + i]) << "step " << 7 + i;  // exact equality
+  }
 }
 
 TEST(MixedPrecisionTrainingTest, Tf32IsFp32OnCpu) {
