@@ -114,6 +114,8 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   runtime.Int("blas_threads", &c->runtime.blas_threads);
   runtime.Int("intra_op_threads", &c->runtime.intra_op_threads);
   runtime.String("device", &c->runtime.device);
+  runtime.String("precision", &c->runtime.precision);
+  runtime.String("grad_reduce", &c->runtime.grad_reduce);
   runtime.Finish();
   YamlMapReader parallel = top.Section("parallel");
   parallel.Int("pipeline_stages", &c->parallel.pipeline_stages);
@@ -340,6 +342,8 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("runtime.device",
                   absl::StrCat("must be cpu, cuda or cuda:N (got '", c.runtime.device, "')"));
   }
+  check.OneOf("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16", "tf32"});
+  check.OneOf("runtime.grad_reduce", c.runtime.grad_reduce, {"fp32", "bf16"});
 
   const ParallelConfig& par = c.parallel;
   check.AtLeast("parallel.pipeline_stages", par.pipeline_stages, 1);
@@ -545,6 +549,11 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat("job config ", path, ": read failed"));
   }
   return ParseJobConfig(text.str(), overrides, path);
+}
+
+std::string EffectivePrecision(const RuntimeConfig& runtime) {
+  if (runtime.precision != "auto") return runtime.precision;
+  return runtime.device.rfind("cuda", 0) == 0 ? "bf16" : "fp32";
 }
 
 std::vector<std::string> SyntheticDataLanguages() { return {"rev", "cap", "gr", "pig", "cp"}; }

@@ -11,6 +11,7 @@
 
 #include "model/kernels/attention_core.h"
 #include "model/kernels/fused_kernels.h"
+#include "model/precision.h"
 
 namespace deepnet::model {
 
@@ -92,7 +93,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                    heads, key_padding_mask, causal, scaling, options.dropout(),
                                    is_training());
     }
-    if (inner_attn_ln) out = inner_attn_ln(out);
+    if (inner_attn_ln) out = LayerNormFp32(inner_attn_ln, out);
     return kernels::Linear(out, out_proj->weight, out_proj->bias);
   }
 
@@ -152,7 +153,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                           .view({b, heads, t, head_dim})
                           .transpose(1, 2)
                           .reshape({b, t, d});
-  if (inner_attn_ln) out = inner_attn_ln(out);
+  if (inner_attn_ln) out = LayerNormFp32(inner_attn_ln, out);
   return out_proj(out);
 }
 

@@ -139,9 +139,15 @@ absl::Status PipelineEngine::Setup() {
   const int64_t segments =
       options_.replicas > 1 ? (bytes + options_.bucket_bytes - 1) / options_.bucket_bytes : 1;
   compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing);
-  // Boundary tensors travel in their own dtype and arrive as float32; a wire-dtype option
-  // connects to transfer_->set_wire_dtype / set_compute_dtype.
+  // Boundary tensors travel as options_.boundary_dtype (bf16 under bf16 precision) and arrive
+  // as float32, the residual stream's dtype.
   transfer_ = std::make_unique<BoundaryTransfer>(world_, options_.device);
+  transfer_->set_wire_dtype(options_.boundary_dtype);
+  compute_->set_bf16_autocast(options_.precision == model::ComputePrecision::kBf16,
+                              options_.device.type());
+  if (options_.device.is_cuda()) {
+    model::AllowTf32(options_.precision != model::ComputePrecision::kFp32);
+  }
   PlanBuckets();
   // A token for this run's shared temporary checkpoint folders, chosen by rank 0.
   auto token = BroadcastString(absl::StrCat(
@@ -277,12 +283,18 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   auto launch_buckets = [&](int segment) {
     for (const auto& b : buckets_) {
       if (b.ready_segment != segment) continue;
-      torch::Tensor grads = flat_->grads().narrow(0, b.offset, b.numel);
-      if (StagesReductions(*data_group_)) {  // Gloo/MPI with CUDA tensors: via host memory.
-        staged_reductions_.emplace_back(grads.cpu(), grads);
-        grads = staged_reductions_.back().first;
+      torch::Tensor bucket = flat_->grads().narrow(0, b.offset, b.numel);
+      torch::Tensor reduced = bucket;
+      if (options_.grad_reduce_dtype != bucket.scalar_type()) {
+        // NCCL sums bf16. Gloo (LibTorch 1.13) and MPI cannot: they sum the bf16-rounded
+        // values in fp32 (no bytes saved), and the sum is rounded to bf16 as well.
+        reduced = bucket.to(options_.grad_reduce_dtype);
+        if (data_group_->backend() != "nccl") reduced = reduced.to(bucket.scalar_type());
       }
-      auto work = data_group_->AllReduceSumAsync(grads);
+      // Gloo/MPI with CUDA tensors: via host memory.
+      if (StagesReductions(*data_group_)) reduced = reduced.cpu();
+      if (!reduced.is_same(bucket)) reduce_copies_.emplace_back(bucket, reduced);
+      auto work = data_group_->AllReduceSumAsync(reduced);
       if (!work.ok()) throw std::runtime_error(std::string(work.status().message()));
       pending_reductions_.push_back(*std::move(work));
     }
@@ -430,10 +442,10 @@ absl::Status PipelineEngine::ReduceGradients() {
     if (auto s = work->Wait(); !s.ok() && status.ok()) status = s;
   }
   pending_reductions_.clear();
-  for (auto& [host, device] : staged_reductions_) {
-    if (status.ok()) device.copy_(host);
+  for (auto& [bucket, reduced] : reduce_copies_) {
+    if (status.ok()) bucket.copy_(reduced.to(options_.grad_reduce_dtype));
   }
-  staged_reductions_.clear();
+  reduce_copies_.clear();
   if (!status.ok()) return status;
   for (auto& t : tied_) {
     torch::Tensor grad = flat_->View(flat_->grads(), t.entry);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "model/loss.h"
+#include "model/precision.h"
 
 namespace deepnet::pipeline {
 
@@ -95,6 +96,17 @@ std::vector<torch::Tensor> StageCompute::Forward(int micro_batch, const MicroBat
                                                  double loss_scale, LossSums* sums,
                                                  torch::Tensor* final_hidden) {
   const bool grad = torch::GradMode::is_enabled();
+  // Autocast caches one bf16 cast per parameter on this thread. Parameters change only between
+  // steps, when no micro-batch is live: drop the casts then. Casts made without autograd carry
+  // no graph, so a forward-only pass drops them before and after.
+  struct CacheReset {
+    bool on;
+    ~CacheReset() {
+      if (on) model::ClearAutocastCache();
+    }
+  } reset_after{bf16_autocast_ && !grad};
+  if (bf16_autocast_ && (!grad || live_.empty())) model::ClearAutocastCache();
+  model::Bf16AutocastScope autocast(autocast_device_, bf16_autocast_);
   std::vector<SegmentContext> contexts;
   std::vector<torch::Tensor> current = inputs;
   for (const Segment& seg : segments_) {
@@ -126,6 +138,8 @@ std::vector<torch::Tensor> StageCompute::Backward(int micro_batch,
   TORCH_CHECK(it != live_.end(), "backward of micro-batch ", micro_batch,
               " that has no forward on this stage");
   std::vector<SegmentContext>& contexts = it->second;
+  // The same autocast state as Forward, for anything that reruns forward ops in backward.
+  model::Bf16AutocastScope autocast(autocast_device_, bf16_autocast_);
   std::vector<torch::Tensor> grads = output_grads;
   for (int k = static_cast<int>(contexts.size()) - 1; k >= 0; --k) {
     SegmentContext& ctx = contexts[k];

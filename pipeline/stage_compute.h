@@ -64,6 +64,14 @@ class StageCompute {
   std::vector<torch::Tensor> Backward(int micro_batch, const std::vector<torch::Tensor>& output_grads,
                                       const std::function<void(int)>& segment_done = {});
 
+  // bf16 compute (runtime.precision bf16): Forward and Backward run under bf16 autocast for
+  // `device`'s type on the calling thread (model/precision.h). Off by default.
+  void set_bf16_autocast(bool on, c10::DeviceType device) {
+    bf16_autocast_ = on;
+    autocast_device_ = device;
+  }
+  bool bf16_autocast() const { return bf16_autocast_; }
+
   int num_segments() const { return static_cast<int>(segments_.size()); }
   // Segment holding global layer index `layer` (order [encoder..., decoder...]) of this slice.
   int SegmentOfLayer(int64_t layer) const;
@@ -91,6 +99,8 @@ class StageCompute {
   int64_t end_ = 0;
   std::vector<Segment> segments_;
   std::map<int, std::vector<SegmentContext>> live_;  // micro-batch -> [segment]
+  bool bf16_autocast_ = false;
+  c10::DeviceType autocast_device_ = c10::DeviceType::CPU;
 };
 
 }  // namespace deepnet::pipeline

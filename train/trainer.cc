@@ -331,7 +331,11 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.start_step = step_;
   summary.rejected_checkpoints = rejected_;
   const auto& tc = config_.train;
-  reporter_->Event("start", absl::StrCat(config_.name, ": ", model::DescribeShape(config_.model),
+  // The precision that runs, e.g. "bf16 on cuda (gradients reduced in fp32)".
+  const std::string shape = absl::StrCat(
+      model::DescribeShape(config_.model), ", ", job::EffectivePrecision(config_.runtime), " on ",
+      config_.runtime.device, " (gradients reduced in ", config_.runtime.grad_reduce, ")");
+  reporter_->Event("start", absl::StrCat(config_.name, ": ", shape,
                                          ", ", data_.train_examples(), " train / ",
                                          data_.valid_examples(), " valid pairs in ",
                                          data_.pairs.size(), " directions, from step ", step_,
