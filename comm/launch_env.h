@@ -50,4 +50,10 @@ struct LaunchEnv {
 [[nodiscard]] absl::StatusOr<LaunchEnv> DetectLaunchEnv(
     const std::function<const char*(const char*)>& getenv = ::getenv);
 
+/// The CUDA ordinal this rank uses for its tensors and its communicator alike, picked once:
+/// env.cuda_device (DEEPNET_CUDA_DEVICE) when set, else the local rank modulo
+/// `visible_devices` (ranks of a node spread over its GPUs; more ranks than GPUs share them).
+/// InvalidArgument when no device is visible or DEEPNET_CUDA_DEVICE is not among them.
+[[nodiscard]] absl::StatusOr<int> SelectCudaDevice(const LaunchEnv& env, int visible_devices);
+
 }  // namespace deepnet::comm
