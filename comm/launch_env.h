@@ -33,7 +33,8 @@ struct LaunchEnv {
   std::string token;
   std::string ca_cert_file;
   std::string tls_server_name;
-  // DEEPNET_CUDA_DEVICE: the CUDA ordinal of this rank's slot (`cuda` means cuda:N); -1: none.
+  // DEEPNET_CUDA_DEVICE: this rank's CUDA ordinal among the devices it sees (`cuda` means
+  // cuda:N; deepnet-worker narrows CUDA_VISIBLE_DEVICES to the slot's GPU and sets 0); -1: none.
   int cuda_device = -1;
   // DEEPNET_ADVERTISE_ADDRESS: this host's address for Gloo sockets; "" when unset.
   std::string advertise_address;
