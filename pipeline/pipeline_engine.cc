@@ -370,10 +370,14 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   torch::NoGradGuard no_grad;
   double sumsq = 0.0;
   if (replica_ == 0) {
-    sumsq = flat_->grads().pow(2).sum().item<double>();
+    // Summed on the device, one wait for the host (float64: the same rounding as host doubles).
+    torch::Tensor sq = flat_->grads().pow(2).sum().to(torch::kDouble);
     for (const auto& t : tied_) {
-      if (!t.counts_in_norm) sumsq -= flat_->View(flat_->grads(), t.entry).pow(2).sum().item<double>();
+      if (!t.counts_in_norm) {
+        sq = sq - flat_->View(flat_->grads(), t.entry).pow(2).sum().to(torch::kDouble);
+      }
     }
+    sumsq = sq.item<double>();
   }
   // One reduction carries the norm, the loss sums and every rank's timing of this step.
   const int world = world_->size();
@@ -381,6 +385,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   auto st = stats.accessor<double, 1>();
   st[0] = sumsq;
   if (last_stage()) {
+    sums.Settle();  // The step's one wait for the loss sums.
     st[1] = sums.loss;
     st[2] = sums.nll;
     st[3] = static_cast<double>(sums.tokens);
@@ -498,6 +503,7 @@ absl::StatusOr<LossSums> PipelineEngine::Evaluate(const std::vector<MicroBatch>&
     if (!done.ok()) return done.status();
   }
   model_->train(was_training);
+  sums.Settle();
   torch::Tensor stats = torch::zeros({3}, torch::kDouble);
   stats[0] = sums.loss;
   stats[1] = sums.nll;

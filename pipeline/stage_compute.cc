@@ -40,6 +40,23 @@ int StageCompute::SegmentOfLayer(int64_t layer) const {
   return static_cast<int>(segments_.size()) - 1;
 }
 
+void LossSums::Add(const torch::Tensor& micro_loss, const torch::Tensor& micro_nll,
+                   int64_t micro_tokens) {
+  // float -> double is exact and the additions run in the same order as on the host before.
+  torch::Tensor both =
+      torch::stack({micro_loss.detach().to(torch::kDouble), micro_nll.detach().to(torch::kDouble)});
+  pending = pending.defined() ? pending + both : both;
+  tokens += micro_tokens;
+}
+
+void LossSums::Settle() {
+  if (!pending.defined()) return;
+  const torch::Tensor host = pending.cpu();
+  loss += host[0].item<double>();
+  nll += host[1].item<double>();
+  pending = torch::Tensor();
+}
+
 std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const MicroBatch& batch,
                                                     const std::vector<torch::Tensor>& inputs,
                                                     double loss_scale, LossSums* sums,
@@ -83,11 +100,7 @@ std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const Mi
   if (final_hidden != nullptr) *final_hidden = hidden;
   auto out = model::LabelSmoothedCrossEntropy(model_->output_logits(hidden), batch.tgt_out,
                                               label_smoothing_, c.pad_id());
-  if (sums != nullptr) {
-    sums->loss += out.loss.item<double>();
-    sums->nll += out.nll.item<double>();
-    sums->tokens += out.tokens;
-  }
+  if (sums != nullptr) sums->Add(out.loss, out.nll, out.tokens);
   return {out.loss * loss_scale};
 }
 

@@ -31,11 +31,17 @@ std::vector<std::vector<int64_t>> BoundaryShapes(const model::DeepNetConfig& con
                                                  int64_t boundary, int64_t batch, int64_t source,
                                                  int64_t target);
 
-/// Loss sums of the last stage over the micro-batches it ran.
+/// Loss sums of the last stage over the micro-batches it ran. Add keeps the sums on the loss's
+/// device (float64), so that a micro-batch never waits for the host; Settle copies them into
+/// loss/nll once, when the step reports them.
 struct LossSums {
   double loss = 0.0;  // Label-smoothed cross-entropy, summed over target tokens.
   double nll = 0.0;
   int64_t tokens = 0;
+  torch::Tensor pending;  // [loss, nll] added since the last Settle, on the device; or undefined.
+
+  void Add(const torch::Tensor& micro_loss, const torch::Tensor& micro_nll, int64_t micro_tokens);
+  void Settle();  // One device-to-host copy: pending into loss and nll.
 };
 
 /// Forward and backward of one pipeline stage's slice for a sequence of micro-batches, with no

@@ -15,6 +15,7 @@
 #include "pipeline/stage_partition.h"
 #include "train/batch_tensors.h"
 #include "train/engine_options.h"
+#include "train/cuda_device.h"
 
 namespace deepnet::train {
 namespace {
@@ -276,6 +277,13 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep() {
       m.stage_compute_s.push_back(t.compute_s);
       m.stage_idle.push_back(t.schedule_s > 0 ? 1.0 - t.compute_s / t.schedule_s : 0.0);
     }
+  }
+  if (device_.is_cuda()) {  // Host-side counters of the caching allocator: no device sync.
+    const GpuMemory gpu = CudaMemory(device_.has_index() ? device_.index() : 0);
+    m.on_gpu = true;
+    m.gpu_allocated_bytes = gpu.allocated;
+    m.gpu_reserved_bytes = gpu.reserved;
+    m.gpu_peak_allocated_bytes = gpu.peak_allocated;
   }
   return m;
 }
