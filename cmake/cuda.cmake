@@ -12,3 +12,8 @@ elseif(DEEPNET_WITH_CUDA)
   set(DEEPNET_HAVE_CUDA ON)
 endif()
 message(STATUS "DeepNet CUDA/NCCL code paths: ${DEEPNET_HAVE_CUDA}")
+# Every translation unit that sees LibTorch sees DEEPNET_HAVE_CUDA when the CUDA paths are on:
+# guard CUDA-only code (c10/cuda, ATen/cuda, cuda_runtime) on it.
+if(DEEPNET_HAVE_CUDA AND TARGET torch)
+  set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS DEEPNET_HAVE_CUDA)
+endif()
