@@ -67,12 +67,16 @@ fi
 
 # The dependency lists of the checked objects (the first entry of each is its source file).
 # Precompiled headers (.gch) are queried too: the headers inside them count.
+build_logical=$(cd "$BUILD" && pwd -L)
+build_physical=$(cd "$BUILD" && pwd -P)
 objects=()
 pchs=()
 while IFS= read -r object; do
+  object=${object#"$build_logical/"}
+  object=${object#"$build_physical/"}
   case "$object" in
-    *.o) objects+=("${object#"$ROOT/$BUILD/"}") ;;
-    *.gch) pchs+=("${object#"$ROOT/$BUILD/"}") ;;
+    *.o) objects+=("$object") ;;
+    *.gch) pchs+=("$object") ;;
   esac
 done <"$BUILD/cuda_check/objects.txt"
 deps=$BUILD/cuda_check/deps.txt
