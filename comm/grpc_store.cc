@@ -1,269 +1,90 @@
 #include "comm/grpc_store.h"
 
-#include <grpcpp/grpcpp.h>
-
-#include <algorithm>
 #include <utility>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "deepnet/v1/rendezvous.grpc.pb.h"
 
 namespace deepnet::comm {
 
-namespace v1 = deepnet::v1;
-using Clock = std::chrono::system_clock;  // gRPC deadlines are system_clock time points.
-
 namespace {
 
-// A blocking call asks the server to wait at most this long; longer waits repeat the call, so
-// that a coordinator that went away is noticed.
-constexpr std::chrono::milliseconds kMaxServerWait{60000};
-
-// gRPC and absl share the canonical codes; absl names them ("DEADLINE_EXCEEDED").
-std::string CodeName(grpc::StatusCode code) {
-  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+std::vector<uint8_t> Bytes(const std::string& text) {
+  return std::vector<uint8_t>(text.begin(), text.end());
 }
 
-void SetDuration(std::chrono::milliseconds duration, google::protobuf::Duration* out) {
-  out->set_seconds(duration.count() / 1000);
-  out->set_nanos(static_cast<int32_t>((duration.count() % 1000) * 1000000));
+std::string Text(const std::vector<uint8_t>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// c10d reports failures as c10::Error.
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> result) {
+  if (!result.ok()) C10_THROW_ERROR(Error, std::string(result.status().message()));
+  return *std::move(result);
+}
+
+void OkOrThrow(const absl::Status& status) {
+  if (!status.ok()) C10_THROW_ERROR(Error, std::string(status.message()));
 }
 
 }  // namespace
 
-struct GrpcStore::Impl {
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Rendezvous::Stub> stub;
-  GrpcStoreOptions options;
-
-  std::string Scope() const {
-    return absl::StrCat("job '", options.job_id, "' attempt ", options.attempt);
-  }
-  void FillScope(v1::RendezvousScope* scope) const {
-    scope->set_job_id(options.job_id);
-    scope->set_attempt(options.attempt);
-  }
-  void Prepare(grpc::ClientContext& context, Clock::time_point deadline) const {
-    context.set_deadline(deadline);
-    // Wait for a connection (a coordinator restarting) until the deadline instead of failing
-    // at once; a call is sent at most once, so retries never duplicate an add.
-    context.set_wait_for_ready(true);
-    if (!options.bearer_token.empty()) {
-      context.AddMetadata("authorization", "Bearer " + options.bearer_token);
-    }
-  }
-  Clock::time_point RpcDeadline() const { return Clock::now() + options.rpc_timeout; }
-  // Describes a failed call: "rendezvous get of key 'k' (job 'j' attempt 1) at host:port
-  // failed: DEADLINE_EXCEEDED: ...".
-  std::string Describe(const std::string& what, const grpc::Status& status) const {
-    std::string text =
-        absl::StrCat("rendezvous ", what, " (", Scope(), ") at ", options.address,
-                     " failed: ", CodeName(status.error_code()), ": ", status.error_message());
-    if (channel->GetState(false) != GRPC_CHANNEL_READY &&
-        (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         status.error_code() == grpc::StatusCode::UNAVAILABLE)) {
-      absl::StrAppend(&text, " (no connection to the rendezvous service at ", options.address, ")");
-    }
-    return text;
-  }
-  [[noreturn]] void Throw(const std::string& what, const grpc::Status& status) const {
-    C10_THROW_ERROR(Error, Describe(what, status));
-  }
-
-  // Runs a blocking call: `call(context, server_wait)` asks the server to wait at most
-  // server_wait; it is repeated in pieces of at most kMaxServerWait while the server answers
-  // DEADLINE_EXCEEDED, until `timeout` (0: forever) has passed.
-  template <typename Call>
-  void Blocking(std::chrono::milliseconds timeout, const std::string& what, Call call) const {
-    const bool forever = timeout.count() == 0;
-    const Clock::time_point end = Clock::now() + timeout;
-    while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
-      const std::chrono::milliseconds piece =
-          forever ? kMaxServerWait : std::clamp(left, std::chrono::milliseconds(0), kMaxServerWait);
-      grpc::ClientContext context;
-      // The grace lets the server's answer (which names the missing keys) arrive first.
-      Prepare(context, Clock::now() + piece + options.rpc_timeout);
-      const grpc::Status status = call(context, piece);
-      if (status.ok()) return;
-      const bool time_left = forever || Clock::now() < end;
-      if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED || !time_left) {
-        Throw(what, status);
-      }
-    }
-  }
-};
-
 absl::StatusOr<c10::intrusive_ptr<GrpcStore>> GrpcStore::Create(const GrpcStoreOptions& options) {
-  if (options.address.empty()) {
-    return absl::InvalidArgumentError("rendezvous store: empty coordinator address");
-  }
-  return Create(grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials()), options);
+  absl::StatusOr<std::shared_ptr<const RendezvousClient>> client =
+      RendezvousClient::Create(options);
+  if (!client.ok()) return client.status();
+  return c10::make_intrusive<GrpcStore>(Token{}, *std::move(client), options.timeout);
 }
 
 absl::StatusOr<c10::intrusive_ptr<GrpcStore>> GrpcStore::Create(
     std::shared_ptr<grpc::Channel> channel, const GrpcStoreOptions& options) {
-  if (!channel) return absl::InvalidArgumentError("rendezvous store: null channel");
-  if (options.job_id.empty()) return absl::InvalidArgumentError("rendezvous store: empty job id");
-  if (options.rpc_timeout.count() <= 0 || options.timeout.count() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rendezvous store: rpc_timeout must be > 0 and timeout >= 0 (got ",
-                     options.rpc_timeout.count(), " ms and ", options.timeout.count(), " ms)"));
-  }
-  auto impl = std::make_shared<Impl>();
-  impl->channel = std::move(channel);
-  impl->stub = v1::Rendezvous::NewStub(impl->channel);
-  impl->options = options;
-  if (!impl->channel->WaitForConnected(impl->RpcDeadline())) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to the rendezvous service at ", options.address, " within ",
-                     options.rpc_timeout.count(), " ms (", impl->Scope(), ")"));
-  }
-  // An empty Check proves that the coordinator serves the scope.
-  v1::RendezvousCheckRequest request;
-  impl->FillScope(request.mutable_scope());
-  v1::RendezvousCheckResponse response;
-  grpc::ClientContext context;
-  impl->Prepare(context, impl->RpcDeadline());
-  const grpc::Status status = impl->stub->Check(&context, request, &response);
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        impl->Describe("check", status));
-  }
-  return c10::make_intrusive<GrpcStore>(Token{}, std::move(impl), options.timeout);
+  absl::StatusOr<std::shared_ptr<const RendezvousClient>> client =
+      RendezvousClient::Create(std::move(channel), options);
+  if (!client.ok()) return client.status();
+  return c10::make_intrusive<GrpcStore>(Token{}, *std::move(client), options.timeout);
 }
 
-GrpcStore::GrpcStore(Token, std::shared_ptr<const Impl> impl, std::chrono::milliseconds timeout)
-    : c10d::Store(timeout), impl_(std::move(impl)) {}
+GrpcStore::GrpcStore(Token, std::shared_ptr<const RendezvousClient> client,
+                     std::chrono::milliseconds timeout)
+    : c10d::Store(timeout), client_(std::move(client)) {}
 
 GrpcStore::~GrpcStore() = default;
 
-const std::string& GrpcStore::address() const { return impl_->options.address; }
+const std::string& GrpcStore::address() const { return client_->options().address; }
 
 c10::intrusive_ptr<c10d::Store> GrpcStore::clone() {
-  return c10::make_intrusive<GrpcStore>(Token{}, impl_, timeout_);
+  return c10::make_intrusive<GrpcStore>(Token{}, client_, timeout_);
 }
 
 void GrpcStore::set(const std::string& key, const std::vector<uint8_t>& value) {
-  v1::RendezvousSetRequest request;
-  impl_->FillScope(request.mutable_scope());
-  request.set_key(key);
-  request.set_value(std::string(value.begin(), value.end()));
-  v1::RendezvousSetResponse response;
-  grpc::ClientContext context;
-  impl_->Prepare(context, impl_->RpcDeadline());
-  const grpc::Status status = impl_->stub->Set(&context, request, &response);
-  if (!status.ok()) impl_->Throw(absl::StrCat("set of key '", key, "'"), status);
+  OkOrThrow(client_->Set(key, Text(value)));
 }
 
 std::vector<uint8_t> GrpcStore::compareSet(const std::string& key,
                                            const std::vector<uint8_t>& expected_value,
                                            const std::vector<uint8_t>& desired_value) {
-  // c10d semantics: an empty expected value matches a missing key (and an empty value); a
-  // missing key with a non-empty expected value returns the expected value unchanged.
-  auto call = [&](bool expect_missing) {
-    v1::RendezvousCompareSetRequest request;
-    impl_->FillScope(request.mutable_scope());
-    request.set_key(key);
-    if (!expect_missing) {
-      request.set_expected_value(std::string(expected_value.begin(), expected_value.end()));
-    }
-    request.set_desired_value(std::string(desired_value.begin(), desired_value.end()));
-    v1::RendezvousCompareSetResponse response;
-    grpc::ClientContext context;
-    impl_->Prepare(context, impl_->RpcDeadline());
-    const grpc::Status status = impl_->stub->CompareSet(&context, request, &response);
-    if (!status.ok()) impl_->Throw(absl::StrCat("compare-set of key '", key, "'"), status);
-    return response;
-  };
-  v1::RendezvousCompareSetResponse response = call(expected_value.empty());
-  if (expected_value.empty() && !response.swapped() && response.has_value() &&
-      response.value().empty()) {
-    response = call(false);  // The key exists with the empty value the caller expects.
-  }
-  if (!response.has_value()) return expected_value;
-  return std::vector<uint8_t>(response.value().begin(), response.value().end());
+  return Bytes(ValueOrThrow(client_->CompareSet(key, Text(expected_value), Text(desired_value))));
 }
 
 std::vector<uint8_t> GrpcStore::get(const std::string& key) {
-  v1::RendezvousGetRequest request;
-  impl_->FillScope(request.mutable_scope());
-  request.set_key(key);
-  v1::RendezvousGetResponse response;
-  impl_->Blocking(timeout_, absl::StrCat("get of key '", key, "'"),
-                  [&](grpc::ClientContext& context, std::chrono::milliseconds server_wait) {
-                    // Zero would mean "do not wait" (NOT_FOUND); wait at least 1 ms.
-                    SetDuration(std::max(server_wait, std::chrono::milliseconds(1)),
-                                request.mutable_timeout());
-                    return impl_->stub->Get(&context, request, &response);
-                  });
-  return std::vector<uint8_t>(response.value().begin(), response.value().end());
+  return Bytes(ValueOrThrow(client_->Get(key, timeout_)));
 }
 
 int64_t GrpcStore::add(const std::string& key, int64_t value) {
-  v1::RendezvousAddRequest request;
-  impl_->FillScope(request.mutable_scope());
-  request.set_key(key);
-  request.set_delta(value);
-  v1::RendezvousAddResponse response;
-  grpc::ClientContext context;
-  impl_->Prepare(context, impl_->RpcDeadline());
-  const grpc::Status status = impl_->stub->Add(&context, request, &response);
-  if (!status.ok()) impl_->Throw(absl::StrCat("add to key '", key, "'"), status);
-  return response.value();
+  return ValueOrThrow(client_->Add(key, value));
 }
 
-bool GrpcStore::deleteKey(const std::string& key) {
-  v1::RendezvousDeleteRequest request;
-  impl_->FillScope(request.mutable_scope());
-  request.set_key(key);
-  v1::RendezvousDeleteResponse response;
-  grpc::ClientContext context;
-  impl_->Prepare(context, impl_->RpcDeadline());
-  const grpc::Status status = impl_->stub->Delete(&context, request, &response);
-  if (!status.ok()) impl_->Throw(absl::StrCat("delete of key '", key, "'"), status);
-  return response.deleted();
-}
+bool GrpcStore::deleteKey(const std::string& key) { return ValueOrThrow(client_->Delete(key)); }
 
 bool GrpcStore::check(const std::vector<std::string>& keys) {
-  v1::RendezvousCheckRequest request;
-  impl_->FillScope(request.mutable_scope());
-  for (const std::string& key : keys) request.add_keys(key);
-  v1::RendezvousCheckResponse response;
-  grpc::ClientContext context;
-  impl_->Prepare(context, impl_->RpcDeadline());
-  const grpc::Status status = impl_->stub->Check(&context, request, &response);
-  if (!status.ok()) {
-    impl_->Throw(absl::StrCat("check of keys '", absl::StrJoin(keys, "', '"), "'"), status);
-  }
-  return response.all_exist();
+  return ValueOrThrow(client_->Check(keys));
 }
 
-int64_t GrpcStore::getNumKeys() {
-  v1::RendezvousNumKeysRequest request;
-  impl_->FillScope(request.mutable_scope());
-  v1::RendezvousNumKeysResponse response;
-  grpc::ClientContext context;
-  impl_->Prepare(context, impl_->RpcDeadline());
-  const grpc::Status status = impl_->stub->NumKeys(&context, request, &response);
-  if (!status.ok()) impl_->Throw("key count", status);
-  return response.num_keys();
-}
+int64_t GrpcStore::getNumKeys() { return ValueOrThrow(client_->NumKeys()); }
 
 void GrpcStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 void GrpcStore::wait(const std::vector<std::string>& keys,
                      const std::chrono::milliseconds& timeout) {
-  v1::RendezvousWaitRequest request;
-  impl_->FillScope(request.mutable_scope());
-  for (const std::string& key : keys) request.add_keys(key);
-  v1::RendezvousWaitResponse response;
-  impl_->Blocking(timeout, absl::StrCat("wait for keys '", absl::StrJoin(keys, "', '"), "'"),
-                  [&](grpc::ClientContext& context, std::chrono::milliseconds server_wait) {
-                    SetDuration(server_wait, request.mutable_timeout());
-                    return impl_->stub->Wait(&context, request, &response);
-                  });
+  OkOrThrow(client_->Wait(keys, timeout));
 }
 
 }  // namespace deepnet::comm

@@ -8,27 +8,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-
-namespace grpc {
-class Channel;
-}  // namespace grpc
+#include "comm/rendezvous_client.h"
 
 namespace deepnet::comm {
 
-struct GrpcStoreOptions {
-  // host:port of the coordinator's deepnet.v1.Rendezvous service.
-  std::string address;
-  // The scope of the store's keys: the job and its attempt (opened by the coordinator).
-  std::string job_id;
-  int attempt = 0;
-  // c10d store timeout: how long get() and wait() wait for missing keys; 0 waits forever.
-  std::chrono::milliseconds timeout{300000};
-  // Deadline of every other call (set, add, check, ...), and how long Create waits to connect;
-  // also the grace added to a blocking call's deadline. > 0.
-  std::chrono::milliseconds rpc_timeout{30000};
-  // Sent as "authorization: Bearer <token>" with every call; empty sends none.
-  std::string bearer_token;
-};
+// Address, job attempt, timeouts and token of the rendezvous (comm/rendezvous_client.h).
+using GrpcStoreOptions = RendezvousOptions;
 
 /// A c10d::Store whose keys live in the coordinator's rendezvous store, scoped to one job
 /// attempt, so that the ranks of a job bootstrap Gloo (or NCCL: the unique id travels as a
@@ -36,10 +21,10 @@ struct GrpcStoreOptions {
 /// timeout (the server answers with the missing keys), the others at most rpc_timeout. Calls
 /// made while the coordinator is unreachable wait for it until their deadline. Failures throw
 /// c10::Error (c10d's convention) naming the operation, key, job attempt and address. Safe for
-/// concurrent use (one gRPC channel; clone() shares it).
+/// concurrent use (one gRPC channel; clone() shares it). The gRPC and protobuf code lives in the
+/// LibTorch-free RendezvousClient, so that no translation unit sees both LibTorch and protobuf.
 class GrpcStore final : public c10d::Store {
  private:
-  struct Impl;
   struct Token {};
 
  public:
@@ -52,7 +37,8 @@ class GrpcStore final : public c10d::Store {
   [[nodiscard]] static absl::StatusOr<c10::intrusive_ptr<GrpcStore>> Create(
       std::shared_ptr<grpc::Channel> channel, const GrpcStoreOptions& options);
 
-  GrpcStore(Token, std::shared_ptr<const Impl> impl, std::chrono::milliseconds timeout);
+  GrpcStore(Token, std::shared_ptr<const RendezvousClient> client,
+            std::chrono::milliseconds timeout);
   ~GrpcStore() override;
 
   // c10d::Store:
@@ -82,7 +68,7 @@ class GrpcStore final : public c10d::Store {
   const std::string& address() const;
 
  private:
-  std::shared_ptr<const Impl> impl_;
+  std::shared_ptr<const RendezvousClient> client_;
 };
 
 }  // namespace deepnet::comm

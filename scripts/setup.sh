@@ -25,6 +25,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin prometheus-cpp-dev prometheus libsqlite3-dev openssl
   libsentencepiece-dev sentencepiece
   jq                      # scripts/demo.sh reads `deepnetctl workers -o json`
+  debian-archive-keyring  # verifies trixie's index for the LibTorch 2.x CUDA headers (below)
 )
 
 missing=()
@@ -54,6 +55,14 @@ if [ "$(id -u)" -eq 0 ] && ! id -u deepnet-trainer >/dev/null 2>&1; then
   useradd --system --user-group --no-create-home --home-dir /nonexistent \
     --shell /usr/sbin/nologin deepnet-trainer
   echo "[setup] created the unprivileged account deepnet-trainer (uid $(id -u deepnet-trainer))"
+fi
+
+# LibTorch 2.6 CUDA headers (Debian trixie's libtorch-cuda-dev, unpacked into .cache/torch-cuda,
+# never installed) for the CUDA compile check that scripts/test.sh runs.
+if [ "${DEEPNET_SKIP_CUDA_CHECK:-0}" = 1 ]; then
+  echo "[setup] DEEPNET_SKIP_CUDA_CHECK=1: not fetching the LibTorch 2.x CUDA headers"
+else
+  bash scripts/fetch_torch_cuda_headers.sh
 fi
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -19,11 +18,9 @@
 #include <vector>
 
 #include "comm/communicator_factory.h"
-#include "coordinator/rendezvous_service.h"
-#include "coordinator/rendezvous_store.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/sentencepiece_training.h"
-#include "deepnet/v1/rendezvous.pb.h"
+#include "tests/comm/rendezvous_test_server.h"
 #include "tests/loopback.h"
 #ifdef DEEPNET_HAVE_GLOO
 #include "comm/gloo_communicator.h"
@@ -56,24 +53,13 @@ std::string ErrorText(const std::function<void()>& call) {
 class GrpcStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(rendezvous_.OpenAttempt({"job-g", 1}).ok());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port, 0);
-    address_ = "127.0.0.1:" + std::to_string(port);
+    ASSERT_TRUE(server_.Start().ok());
+    ASSERT_TRUE(server_.OpenAttempt("job-g", 1).ok());
+    address_ = server_.address();
   }
   void TearDown() override { StopServer(); }
 
-  void StopServer() {
-    if (!server_) return;
-    rendezvous_.Shutdown();
-    server_->Shutdown();
-    server_.reset();
-  }
+  void StopServer() { server_.Stop(); }
 
   GrpcStoreOptions Options(int attempt = 1) const {
     GrpcStoreOptions options;
@@ -91,9 +77,8 @@ class GrpcStoreTest : public ::testing::Test {
     return store.ok() ? *store : c10::intrusive_ptr<GrpcStore>();
   }
 
-  coordinator::RendezvousStore rendezvous_;
-  coordinator::RendezvousService service_{rendezvous_};
-  std::unique_ptr<grpc::Server> server_;
+  deepnet::testing::RendezvousTestServer server_;
+  coordinator::RendezvousStore& rendezvous_ = server_.store();
   std::string address_;
 };
 
@@ -210,11 +195,7 @@ TEST_F(GrpcStoreTest, CallsFailNamingTheAddressOnceTheCoordinatorIsGone) {
 // protobuf 3.14, isolated in the RTLD_DEEPBIND module). Reaching main() already proves the
 // static initialisers did not clash; this checks all three work after each other.
 TEST_F(GrpcStoreTest, CoexistsWithLibTorchAndSentencePieceProtobufs) {
-  deepnet::v1::RendezvousSetRequest request;
-  request.mutable_scope()->set_job_id("job-g");
-  request.set_key("k");
-  request.set_value("v");
-  const std::string wire = request.SerializeAsString();
+  const std::string wire = deepnet::testing::SerializeSetRequest("job-g", "k", "v");
 
   std::string dir_pattern =
       (std::filesystem::temp_directory_path() / "deepnet_grpc_spm_XXXXXX").string();
@@ -244,10 +225,11 @@ TEST_F(GrpcStoreTest, CoexistsWithLibTorchAndSentencePieceProtobufs) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_FALSE((*tokenizer)->Encode("the cat sat").empty());
 
-  deepnet::v1::RendezvousSetRequest parsed;
-  ASSERT_TRUE(parsed.ParseFromString(wire));
-  EXPECT_EQ(parsed.scope().job_id(), "job-g");
-  EXPECT_EQ(parsed.value(), "v");
+  absl::StatusOr<std::pair<std::string, std::string>> parsed =
+      deepnet::testing::ParseSetRequest(wire);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->first, "job-g");
+  EXPECT_EQ(parsed->second, "v");
   c10::intrusive_ptr<GrpcStore> store = MustCreate(Options());
   ASSERT_TRUE(store);
   store->set("after-spm", Bytes("ok"));
