@@ -114,6 +114,8 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   runtime.Int("blas_threads", &c->runtime.blas_threads);
   runtime.Int("intra_op_threads", &c->runtime.intra_op_threads);
   runtime.String("device", &c->runtime.device);
+  runtime.String("attention", &c->runtime.attention);
+  runtime.String("recompute", &c->runtime.recompute);
   runtime.Finish();
   YamlMapReader parallel = top.Section("parallel");
   parallel.Int("pipeline_stages", &c->parallel.pipeline_stages);
@@ -340,6 +342,8 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("runtime.device",
                   absl::StrCat("must be cpu, cuda or cuda:N (got '", c.runtime.device, "')"));
   }
+  check.OneOf("runtime.attention", c.runtime.attention, {"auto", "sdpa", "reference"});
+  check.OneOf("runtime.recompute", c.runtime.recompute, {"none", "layer"});
 
   const ParallelConfig& par = c.parallel;
   check.AtLeast("parallel.pipeline_stages", par.pipeline_stages, 1);

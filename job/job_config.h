@@ -121,6 +121,12 @@ struct RuntimeConfig {
   int64_t intra_op_threads = 1;
   // "cpu" or "cuda" (cuda:N).
   std::string device = "cpu";
+  // Attention kernels: "auto" (fused on fp32 CPU, else SDPA with LibTorch >= 2.0, else
+  // reference), "sdpa" (at::scaled_dot_product_attention; LibTorch >= 2.0) or "reference".
+  std::string attention = "auto";
+  // Activation recomputation: "none" or "layer" (each layer keeps only its input in forward
+  // and runs again in backward).
+  std::string recompute = "none";
 };
 
 /// How the job is split over processes: P pipeline stages x D data-parallel replicas = the

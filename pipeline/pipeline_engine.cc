@@ -140,7 +140,8 @@ absl::Status PipelineEngine::Setup() {
   const int64_t bytes = flat_->numel() * static_cast<int64_t>(sizeof(float));
   const int64_t segments =
       options_.replicas > 1 ? (bytes + options_.bucket_bytes - 1) / options_.bucket_bytes : 1;
-  compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing);
+  compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing,
+                                            options_.recompute_layers);
   PlanBuckets();
   // A token for this run's shared temporary checkpoint folders, chosen by rank 0.
   auto token = BroadcastString(absl::StrCat(
