@@ -129,6 +129,14 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
 
   int64_t elements = Add(Mul(enc_layers, EncoderLayerActivations(c, seq)),
                          Mul(dec_layers, DecoderLayerActivations(c, seq)));
+  int64_t recompute_bytes = 0;  // One layer's activations, rebuilt in backward.
+  if (layout.recompute_layers && out.layers > 0) {
+    // Each layer's input (d per token), and the encoder output decoder layers share.
+    elements = Add(Mul(out.layers, d), s.has_dec() && n > 0 ? d : 0);
+    const int64_t one_layer = std::max(s.has_enc() ? EncoderLayerActivations(c, seq) : 0,
+                                       s.has_dec() ? DecoderLayerActivations(c, seq) : 0);
+    recompute_bytes = Mul(Mul(one_layer, t), b);
+  }
   if (s.has_enc() && s.enc_begin == 0) elements = Add(elements, Mul(2, d));
   if (s.has_dec() && s.dec_begin == 0) elements = Add(elements, Mul(2, d));
   int64_t per_micro_batch = Mul(Mul(elements, t), b);
@@ -138,7 +146,7 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
   out.activation_bytes_per_micro_batch = per_micro_batch;
   const int64_t micro = std::max<int64_t>(layout.micro_batches, 1);
   out.live_micro_batches = layout.gpipe ? micro : std::min(micro, layout.pipeline_stages - stage);
-  out.activation_bytes = Mul(per_micro_batch, out.live_micro_batches);
+  out.activation_bytes = Add(Mul(per_micro_batch, out.live_micro_batches), recompute_bytes);
   out.total_bytes = Add(
       Add(Add(out.parameter_bytes, out.gradient_bytes), Add(out.optimizer_bytes, out.buffer_bytes)),
       out.activation_bytes);
@@ -256,6 +264,7 @@ MemoryLayout LayoutOf(const JobConfig& config) {
   layout.pipeline_stages = config.parallel.pipeline_stages;
   layout.micro_batches = config.parallel.micro_batches;
   layout.gpipe = config.parallel.schedule == "gpipe";
+  layout.recompute_layers = config.runtime.recompute == "layer";
   layout.sequence_length =
       config.data.max_len > 0 ? config.data.max_len : config.model.max_positions();
   // One example longer than max_tokens still forms a batch of one.
