@@ -516,7 +516,8 @@ TEST(JobConfigTest, DumpOfDefaultsListsEveryKeyAndRoundTrips) {
        {"name:", "model:", "encoder_layers:", "layer_norm_eps:", "synthetic:", "languages: []",
         "max_len:", "betas: [0.9, 0.98]", "label_smoothing:", "valid_every:", "checkpoint:",
         "resume: true", "runtime:", "device: cpu", "scheduling:", "priority: 0",
-        "max_restarts: 2", "hang_timeout_s: 0.0", "start_timeout_s: 300.0", "labels: {}"}) {
+        "max_restarts: 2", "hang_timeout_s: 0.0", "start_timeout_s: 300.0", "labels: {}",
+        "attention: auto", "recompute: none"}) {
     EXPECT_THAT(dumped, HasSubstr(key));
   }
   EXPECT_THAT(dumped, Not(HasSubstr("pad_id")));
