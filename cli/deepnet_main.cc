@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/data_command.h"
 #include "cli/eval_command.h"
+#include "cli/plan_command.h"
 #include "cli/prepare_command.h"
 #include "cli/score_command.h"
 #include "train/runtime_threads.h"
@@ -96,6 +97,38 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--format", eval.format)->check(CLI::IsMember({"text", "json"}));
   eval_cmd->add_option("--device", eval.device, "cpu or cuda[:N]");
 
+  PlanCommand plan;
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "Predict memory per GPU and step time of a job on a P x D layout (docs/GPU.md)");
+  plan_cmd->add_option("config", plan.config_path, "Job file (YAML)")->required();
+  plan_cmd->add_option("--set", plan.overrides, "Override a field: key.path=value (repeatable)");
+  plan_cmd->add_option("--stages,-P", plan.stages, "Pipeline stages (default: the job's)")
+      ->check(CLI::PositiveNumber);
+  plan_cmd
+      ->add_option("--replicas,-D", plan.replicas, "Data-parallel replicas (default: the job's)")
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--micro-batches", plan.micro_batches, "Micro-batches per step")
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--tokens", plan.tokens, "Tokens per micro-batch and side (data.max_tokens)")
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--precision", plan.precision)
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  plan_cmd->add_option("--gpu-memory", plan.gpu_memory,
+                       "Memory per GPU, e.g. 80GB; exit 3 if it does not fit");
+  plan_cmd
+      ->add_option("--tflops", plan.tflops,
+                   "Matmul TFLOP/s per GPU (default: H100 at the precision)")
+      ->check(CLI::NonNegativeNumber);
+  plan_cmd->add_option("--efficiency", plan.efficiency, "Share of --tflops a stage achieves (MFU)")
+      ->check(CLI::Range(0.01, 1.0));
+  plan_cmd->add_option("--allreduce-gbps", plan.allreduce_gbps, "All-reduce bus bandwidth, GB/s")
+      ->check(CLI::NonNegativeNumber);
+  plan_cmd->add_option("--p2p-gbps", plan.p2p_gbps, "Stage-to-stage bandwidth, GB/s")
+      ->check(CLI::NonNegativeNumber);
+  plan_cmd->add_option("--vocab", plan.vocab, "Vocabulary when model.vocab_size is 0")
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--format", plan.format)->check(CLI::IsMember({"text", "tsv"}));
+
   auto* data_cmd = app.add_subcommand("data", "Build corpora, tokenizers and shards");
   data_cmd->require_subcommand(1);
   FetchL10nCommand fetch;
@@ -163,6 +196,7 @@ int main(int argc, char** argv) {
                         .norm(*parsed);
     return RunInspect(inspect, std::cout, std::cerr);
   }
+  if (*plan_cmd) return RunPlan(plan, std::cout, std::cerr);
   if (*score_cmd) return RunScore(score, std::cout, std::cerr);
   if (*eval_cmd) return RunEval(eval, std::cout, std::cerr);
   if (*fetch_cmd) return RunFetchL10n(fetch, std::cout, std::cerr);

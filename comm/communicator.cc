@@ -1,5 +1,7 @@
 #include "comm/communicator.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace deepnet::comm {
@@ -28,6 +30,45 @@ absl::Status Communicator::AllReduceSum(torch::Tensor& tensor) {
   absl::StatusOr<std::unique_ptr<CommWork>> work = AllReduceSumAsync(tensor);
   if (!work.ok()) return work.status();
   return (*work)->Wait();
+}
+
+namespace {
+
+// The works of a group's operations; waits for all of them (each within the timeout), returns
+// the first failure.
+class GroupWork final : public CommWork {
+ public:
+  explicit GroupWork(std::vector<std::unique_ptr<CommWork>> works) : works_(std::move(works)) {}
+  absl::Status Wait() override {
+    if (waited_) return result_;
+    waited_ = true;
+    for (auto& work : works_) {
+      if (absl::Status s = work->Wait(); !s.ok() && result_.ok()) result_ = s;
+    }
+    works_.clear();
+    return result_;
+  }
+
+ private:
+  std::vector<std::unique_ptr<CommWork>> works_;
+  bool waited_ = false;
+  absl::Status result_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CommWork>> Communicator::StartGroup(std::vector<P2POp> ops) {
+  std::vector<std::unique_ptr<CommWork>> works;
+  works.reserve(ops.size());
+  for (P2POp& op : ops) {
+    absl::StatusOr<std::unique_ptr<CommWork>> work =
+        op.kind == P2POp::Kind::kSend ? SendAsync(std::move(op.tensor), op.peer, op.tag)
+                                      : RecvAsync(std::move(op.tensor), op.peer, op.tag);
+    // The operations already posted are waited for (within the timeout) as `works` goes.
+    if (!work.ok()) return work.status();
+    works.push_back(*std::move(work));
+  }
+  return std::unique_ptr<CommWork>(std::make_unique<GroupWork>(std::move(works)));
 }
 
 absl::Status Communicator::Send(const torch::Tensor& tensor, int dst, int tag) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,15 @@ class CommWork {
   [[nodiscard]] virtual absl::Status Wait() = 0;
 };
 
+/// One send or receive of a grouped point-to-point operation (Communicator::StartGroup).
+struct P2POp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  torch::Tensor tensor;
+  int peer = 0;
+  int tag = 0;
+};
+
 /// Collectives and point-to-point transfers among the ranks of one group. Implementations:
 /// MpiCommunicator (Open MPI, CPU tensors), GlooCommunicator (LibTorch c10d ProcessGroupGloo,
 /// CPU tensors), NcclCommunicator (CUDA tensors; compiled with a CUDA LibTorch only) and
@@ -34,6 +44,11 @@ class CommWork {
 ///    number of elements.
 ///  - Send/Recv match in order per (source, destination, tag); the receiver's tensor must have
 ///    the sender's dtype and number of elements.
+///  - A send may have rendezvous semantics: it may not complete (and, on NCCL, later operations
+///    on the communicator's stream may not start) until the peer has posted the matching
+///    receive. Two ranks that each send to the other before receiving must post those sends
+///    and receives together in one StartGroup, which never waits for one of its operations
+///    before posting the next. MPI with DEEPNET_MPI_SYNC_SEND=1 has exactly these semantics.
 ///  - Every operation completes within the timeout given at creation or fails with a Status
 ///    naming this rank, the operation and the peer; a failure aborts the communicator.
 ///  - Not thread-safe: one thread issues all calls on a communicator (works may be waited on
@@ -60,6 +75,14 @@ class Communicator {
                                                                           int dst, int tag) = 0;
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<CommWork>> RecvAsync(torch::Tensor tensor,
                                                                           int src, int tag) = 0;
+  // Posts every operation of `ops` before waiting for any, as one grouped operation (NCCL:
+  // between ncclGroupStart and ncclGroupEnd), and returns one work that completes when all of
+  // them have; sends and receives between the same two ranks still match in order. An empty
+  // group completes at once. A failure names this rank, the operation and the peer. The
+  // default posts each with SendAsync/RecvAsync, which suits transports whose posting never
+  // blocks (MPI, Gloo, loopback).
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<CommWork>> StartGroup(
+      std::vector<P2POp> ops);
   [[nodiscard]] absl::Status Send(const torch::Tensor& tensor, int dst, int tag);
   [[nodiscard]] absl::Status Recv(torch::Tensor& tensor, int src, int tag);
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <climits>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -25,6 +26,8 @@ struct MpiCommunicator::State {
   int size = 1;
   int tag_ub = 32767;  // MPI guarantees at least this.
   std::chrono::milliseconds timeout{0};
+  // MPI_Issend instead of MPI_Isend: a send completes only once its receive is posted.
+  bool synchronous_sends = false;
   internal::AbortLatch abort;  // After a failed operation: every later call fails.
   // Buffers of requests that timed out: MPI may still write into them (MPI cannot cancel a
   // started collective), so they are never freed.
@@ -161,6 +164,11 @@ class MpiWork final : public CommWork {
 
 }  // namespace
 
+bool MpiCommunicator::SynchronousSendsRequested() {
+  const char* value = std::getenv("DEEPNET_MPI_SYNC_SEND");
+  return value != nullptr && std::string(value) == "1";
+}
+
 absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::CreateWorld(
     const MpiSession& mpi, std::chrono::milliseconds timeout) {
   const std::string label = internal::RankLabel(mpi.world_rank(), mpi.world_size());
@@ -180,6 +188,7 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::CreateWorld(
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
   if (flag) state->tag_ub = *static_cast<int*>(tag_ub);
   state->timeout = timeout;
+  state->synchronous_sends = SynchronousSendsRequested();
   return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(state)));
 }
 
@@ -200,6 +209,7 @@ MpiCommunicator::~MpiCommunicator() {
 
 int MpiCommunicator::rank() const { return state_->rank; }
 int MpiCommunicator::size() const { return state_->size; }
+bool MpiCommunicator::synchronous_sends() const { return state_->synchronous_sends; }
 
 absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::AllReduceSumAsync(torch::Tensor tensor) {
   if (absl::Status s = state_->CheckUsable("all_reduce"); !s.ok()) return s;
@@ -268,10 +278,14 @@ absl::StatusOr<std::unique_ptr<CommWork>> MpiCommunicator::PointToPoint(bool sen
   absl::StatusOr<int> bytes = ByteCount(tensor, what);
   if (!bytes.ok()) return bytes.status();
   MPI_Request request;
+  const bool sync = send && state_->synchronous_sends;
   const int rc =
-      send ? MPI_Isend(tensor.data_ptr(), *bytes, MPI_BYTE, peer, tag, state_->comm, &request)
-           : MPI_Irecv(tensor.data_ptr(), *bytes, MPI_BYTE, peer, tag, state_->comm, &request);
-  if (rc != MPI_SUCCESS) return state_->Fail(MpiError(what, send ? "MPI_Isend" : "MPI_Irecv", rc));
+      sync   ? MPI_Issend(tensor.data_ptr(), *bytes, MPI_BYTE, peer, tag, state_->comm, &request)
+      : send ? MPI_Isend(tensor.data_ptr(), *bytes, MPI_BYTE, peer, tag, state_->comm, &request)
+             : MPI_Irecv(tensor.data_ptr(), *bytes, MPI_BYTE, peer, tag, state_->comm, &request);
+  if (rc != MPI_SUCCESS) {
+    return state_->Fail(MpiError(what, sync ? "MPI_Issend" : send ? "MPI_Isend" : "MPI_Irecv", rc));
+  }
   // A receive checks the size that arrived; a send has nothing to check.
   return std::unique_ptr<CommWork>(
       std::make_unique<MpiWork>(state_, request, std::move(tensor), what, send ? -1 : *bytes));
@@ -319,6 +333,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::Split(int color, 
   MPI_Comm_size(comm, &state->size);
   state->tag_ub = state_->tag_ub;
   state->timeout = state_->timeout;
+  state->synchronous_sends = state_->synchronous_sends;
   return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(state)));
 }
 

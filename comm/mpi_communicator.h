@@ -14,15 +14,22 @@ namespace deepnet::comm {
 /// non-blocking underneath (MPI_Iallreduce, MPI_Ibcast, MPI_Isend/Irecv, MPI_Ibarrier); waits
 /// poll MPI_Test until the operation completes or the timeout passes. CPU tensors only;
 /// all-reduce takes float32, float64, int64, int32, int16, int8 and uint8, broadcast and
-/// send/recv any dtype (as bytes, at most 2 GiB per call). Split first exchanges (color, key)
-/// with a timed all-gather, then calls the blocking MPI_Comm_split. Not thread-safe; must be
-/// destroyed before the MpiSession.
+/// send/recv any dtype (as bytes, at most 2 GiB per call). With DEEPNET_MPI_SYNC_SEND=1 in the
+/// environment at CreateWorld, sends are synchronous (MPI_Issend: complete only once the receive
+/// is posted, inherited by Split), the rendezvous semantics of the Communicator contract; the
+/// `mpi` tests run so, so that code relying on buffered sends fails there (with the timeout)
+/// instead of passing. StartGroup posts every Isend/Irecv, then waits for all. Split first
+/// exchanges (color, key) with a timed all-gather, then calls the blocking MPI_Comm_split. Not
+/// thread-safe; must be destroyed before the MpiSession.
 class MpiCommunicator final : public Communicator {
  public:
   // Duplicates MPI_COMM_WORLD. `timeout` > 0 bounds every later operation.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<MpiCommunicator>> CreateWorld(
       const MpiSession& mpi, std::chrono::milliseconds timeout);
   ~MpiCommunicator() override;  // MPI_Comm_free unless aborted or failed.
+  // True when DEEPNET_MPI_SYNC_SEND is "1".
+  static bool SynchronousSendsRequested();
+  bool synchronous_sends() const;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 

@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/communicator_checks.h"
 
@@ -89,11 +90,11 @@ std::optional<ncclDataType_t> NcclType(c10::ScalarType type) {
 // A CUDA event recorded on the communicator's stream after one operation.
 class NcclWork final : public CommWork {
  public:
-  NcclWork(std::shared_ptr<NcclCommunicator::State> state, cudaEvent_t done, torch::Tensor tensor,
-           std::string what)
+  NcclWork(std::shared_ptr<NcclCommunicator::State> state, cudaEvent_t done,
+           std::vector<torch::Tensor> tensors, std::string what)
       : state_(std::move(state)),
         done_(done),
-        tensor_(std::move(tensor)),
+        tensors_(std::move(tensors)),
         what_(std::move(what)),
         deadline_(Clock::now() + state_->timeout) {}
   ~NcclWork() override {
@@ -138,7 +139,7 @@ class NcclWork final : public CommWork {
 
   std::shared_ptr<NcclCommunicator::State> state_;
   cudaEvent_t done_;
-  torch::Tensor tensor_;  // Keeps the buffer alive until the stream is done with it.
+  std::vector<torch::Tensor> tensors_;  // Keep the buffers alive until the stream is done.
   std::string what_;
   Clock::time_point deadline_;
   bool waited_ = false;
@@ -149,7 +150,7 @@ class NcclWork final : public CommWork {
 // returns a work for the event recorded after it.
 template <typename Launch>
 absl::StatusOr<std::unique_ptr<CommWork>> Enqueue(
-    const std::shared_ptr<NcclCommunicator::State>& state, torch::Tensor tensor,
+    const std::shared_ptr<NcclCommunicator::State>& state, std::vector<torch::Tensor> tensors,
     const std::string& what, const char* call, Launch launch) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(state->device));
   cudaEvent_t ready = nullptr;
@@ -172,7 +173,7 @@ absl::StatusOr<std::unique_ptr<CommWork>> Enqueue(
     return state->Fail(CudaError(what, "cudaEventRecord", e));
   }
   return std::unique_ptr<CommWork>(
-      std::make_unique<NcclWork>(state, done, std::move(tensor), what));
+      std::make_unique<NcclWork>(state, done, std::move(tensors), what));
 }
 
 absl::Status CheckCudaTensor(const NcclCommunicator::State& state, const torch::Tensor& tensor,
@@ -273,7 +274,7 @@ absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::AllReduceSumAsync(
   if (!type) return absl::InvalidArgumentError(what + ": dtype not supported by NCCL");
   void* data = tensor.data_ptr();
   const size_t count = static_cast<size_t>(tensor.numel());
-  return Enqueue(state_, std::move(tensor), what, "ncclAllReduce", [&] {
+  return Enqueue(state_, {std::move(tensor)}, what, "ncclAllReduce", [&] {
     return ncclAllReduce(data, data, count, *type, ncclSum, state_->comm, state_->stream);
   });
 }
@@ -288,7 +289,7 @@ absl::Status NcclCommunicator::Broadcast(torch::Tensor& tensor, int root) {
   if (absl::Status s = CheckCudaTensor(*state_, tensor, what); !s.ok()) return s;
   void* data = tensor.data_ptr();
   const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  auto work = Enqueue(state_, tensor, what, "ncclBroadcast", [&] {
+  auto work = Enqueue(state_, {tensor}, what, "ncclBroadcast", [&] {
     return ncclBroadcast(data, data, bytes, ncclUint8, root, state_->comm, state_->stream);
   });
   if (!work.ok()) return work.status();
@@ -304,7 +305,7 @@ absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::SendAsync(torch::Ten
   if (absl::Status s = CheckCudaTensor(*state_, tensor, what); !s.ok()) return s;
   void* data = tensor.data_ptr();
   const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  return Enqueue(state_, std::move(tensor), what, "ncclSend", [&] {
+  return Enqueue(state_, {std::move(tensor)}, what, "ncclSend", [&] {
     return ncclSend(data, bytes, ncclUint8, dst, state_->comm, state_->stream);
   });
 }
@@ -318,9 +319,48 @@ absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::RecvAsync(torch::Ten
   if (absl::Status s = CheckCudaTensor(*state_, tensor, what); !s.ok()) return s;
   void* data = tensor.data_ptr();
   const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  return Enqueue(state_, std::move(tensor), what, "ncclRecv", [&] {
+  return Enqueue(state_, {std::move(tensor)}, what, "ncclRecv", [&] {
     return ncclRecv(data, bytes, ncclUint8, src, state_->comm, state_->stream);
   });
+}
+
+absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::StartGroup(std::vector<P2POp> ops) {
+  if (absl::Status s = state_->CheckUsable("group"); !s.ok()) return s;
+  std::vector<std::string> parts;
+  std::vector<torch::Tensor> tensors;
+  for (const P2POp& op : ops) {
+    const bool send = op.kind == P2POp::Kind::kSend;
+    const std::string part =
+        absl::StrCat(send ? "send of " : "recv of ", DescribeTensor(op.tensor),
+                     send ? " to rank " : " from rank ", op.peer, " tag ", op.tag);
+    const std::string what = absl::StrCat(state_->Label(), ": group: ", part);
+    if (absl::Status s = CheckPeer(op.peer, op.tag, state_->size, what); !s.ok()) return s;
+    if (absl::Status s = CheckCudaTensor(*state_, op.tensor, what); !s.ok()) return s;
+    parts.push_back(part);
+    tensors.push_back(op.tensor);
+  }
+  const std::string what =
+      absl::StrCat(state_->Label(), ": group (", absl::StrJoin(parts, ", "), ")");
+  // Between ncclGroupStart and ncclGroupEnd nothing blocks: NCCL launches the sends and receives
+  // of the group together, so a send never waits on the stream for a receive queued behind it.
+  return Enqueue(
+      state_, std::move(tensors), what, "ncclGroupStart/ncclSend/ncclRecv/ncclGroupEnd",
+      [&]() -> ncclResult_t {
+        if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return r;
+        for (const P2POp& op : ops) {
+          void* data = op.tensor.data_ptr();
+          const size_t bytes = static_cast<size_t>(op.tensor.numel()) * op.tensor.element_size();
+          const ncclResult_t r =
+              op.kind == P2POp::Kind::kSend
+                  ? ncclSend(data, bytes, ncclUint8, op.peer, state_->comm, state_->stream)
+                  : ncclRecv(data, bytes, ncclUint8, op.peer, state_->comm, state_->stream);
+          if (r != ncclSuccess) {
+            (void)ncclGroupEnd();
+            return r;
+          }
+        }
+        return ncclGroupEnd();
+      });
 }
 
 absl::Status NcclCommunicator::Barrier() {
@@ -330,7 +370,7 @@ absl::Status NcclCommunicator::Barrier() {
   torch::Tensor token = torch::zeros(
       {1}, torch::TensorOptions().dtype(torch::kInt32).device(torch::kCUDA, state_->device));
   void* data = token.data_ptr();
-  auto work = Enqueue(state_, token, what, "ncclAllReduce", [&] {
+  auto work = Enqueue(state_, {token}, what, "ncclAllReduce", [&] {
     return ncclAllReduce(data, data, 1, ncclInt32, ncclSum, state_->comm, state_->stream);
   });
   if (!work.ok()) return work.status();

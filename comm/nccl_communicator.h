@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "comm/communicator.h"
@@ -18,7 +19,10 @@ namespace deepnet::comm {
 /// calls ncclCommAbort. The unique id travels through the c10d store (rank 0 creates it).
 /// Send/Recv: NCCL matches point-to-point transfers between two ranks in issue order; the tag
 /// is only checked, not used, so both sides must issue them in the same order, and a send
-/// blocks the stream until the peer's receive is posted. Split builds a new communicator
+/// blocks the stream until the peer's receive is posted (rendezvous), so a send followed by a
+/// receive on the same stream deadlocks against a peer doing the same: StartGroup puts a tick's
+/// sends and receives between ncclGroupStart and ncclGroupEnd, one event for all of them.
+/// Split builds a new communicator
 /// through the store. Not thread-safe.
 class NcclCommunicator final : public Communicator {
  public:
@@ -42,6 +46,8 @@ class NcclCommunicator final : public Communicator {
                                                                     int tag) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> RecvAsync(torch::Tensor tensor, int src,
                                                                     int tag) override;
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> StartGroup(
+      std::vector<P2POp> ops) override;
   [[nodiscard]] absl::Status Barrier() override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
   void Abort(const std::string& reason) override;  // ncclCommAbort; safe on error paths.

@@ -33,10 +33,8 @@ double ThreadCpuSeconds() {
 
 constexpr int kTimingFields = 7;
 
-constexpr int64_t kMagic = 0x44454550;  // "DEEP"
-constexpr int kActivation = 1;
-constexpr int kGradient = 2;
-constexpr int kHeaderSize = 8;
+constexpr int kActivation = kActivationMessage;
+constexpr int kGradient = kGradientMessage;
 
 // Global layer index ([encoder..., decoder...]) of a parameter name, or -1 for tables and norms.
 int64_t LayerOfParameter(const std::string& name, int64_t encoder_layers) {
@@ -142,6 +140,9 @@ absl::Status PipelineEngine::Setup() {
       options_.replicas > 1 ? (bytes + options_.bucket_bytes - 1) / options_.bucket_bytes : 1;
   compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing,
                                             options_.recompute_layers);
+  // Boundary tensors travel in their own dtype and arrive as float32; a wire-dtype option
+  // connects to transfer_->set_wire_dtype / set_compute_dtype.
+  transfer_ = std::make_unique<BoundaryTransfer>(world_, options_.device);
   PlanBuckets();
   // A token for this run's shared temporary checkpoint folders, chosen by rank 0.
   auto token = BroadcastString(absl::StrCat(
@@ -184,70 +185,59 @@ void PipelineEngine::PlanBuckets() {
   if (open) buckets_.push_back(current);
 }
 
-absl::Status PipelineEngine::SendBoundary(const std::vector<torch::Tensor>& tensors, int to_stage,
-                                          int kind, int64_t step, int micro_batch) {
-  const int peer = WorldRank(to_stage, replica_);
-  // A header first: the receiver checks step, micro-batch, direction and shapes, so a
-  // mismatch is an error naming them instead of a hang or garbage.
-  torch::Tensor header = torch::zeros({kHeaderSize}, torch::kLong);
-  auto h = header.accessor<int64_t, 1>();
-  h[0] = kMagic, h[1] = step, h[2] = micro_batch, h[3] = kind;
-  h[4] = static_cast<int64_t>(tensors.size());
-  for (size_t i = 0; i < tensors.size() && i < 3; ++i) h[5 + i] = tensors[i].numel();
-  auto work = world_->SendAsync(header.to(options_.device), peer, kind);
-  if (!work.ok()) return work.status();
-  pending_sends_.push_back(*std::move(work));
-  for (const auto& t : tensors) {
-    auto payload = world_->SendAsync(t.contiguous(), peer, kind);
-    if (!payload.ok()) return payload.status();
-    pending_sends_.push_back(*std::move(payload));
+IncomingMessage PipelineEngine::Expect(int from_stage, int kind, int64_t step, int micro_batch,
+                                       const MicroBatch& batch, int64_t boundary) const {
+  IncomingMessage in;
+  in.peer_rank = WorldRank(from_stage, replica_);
+  in.peer_stage = from_stage;
+  in.kind = kind;
+  in.step = step;
+  in.micro_batch = micro_batch;
+  in.shapes = BoundaryShapes(options_.model, boundary, batch.tgt_out.size(0),
+                             batch.src.defined() && batch.src.dim() == 2 ? batch.src.size(1) : 0,
+                             batch.tgt_out.size(1));
+  return in;
+}
+
+absl::Status PipelineEngine::RunTransfers(size_t begin, size_t end,
+                                          const std::vector<MicroBatch>& micro, int64_t step,
+                                          std::map<int, std::vector<torch::Tensor>>& outputs,
+                                          std::map<int, std::vector<torch::Tensor>>& in_grads,
+                                          std::map<int, std::vector<torch::Tensor>>& inputs,
+                                          std::map<int, std::vector<torch::Tensor>>& out_grads) {
+  std::vector<OutgoingMessage> outgoing;
+  std::vector<IncomingMessage> incoming;
+  std::vector<std::vector<torch::Tensor>*> targets;
+  for (size_t k = begin; k < end; ++k) {
+    const PipelineAction& a = schedule_[stage_][k];
+    const int j = a.micro_batch;
+    switch (a.type) {
+      case ActionType::kSendActivation:
+      case ActionType::kSendGradient: {
+        const bool activation = a.type == ActionType::kSendActivation;
+        auto& source = activation ? outputs : in_grads;
+        outgoing.push_back(OutgoingMessage{std::move(source[j]), WorldRank(a.peer, replica_),
+                                           activation ? kActivation : kGradient, step, j});
+        source.erase(j);
+        break;
+      }
+      case ActionType::kRecvActivation:
+        incoming.push_back(Expect(a.peer, kActivation, step, j, micro[j], compute_->first_layer()));
+        targets.push_back(&inputs[j]);
+        break;
+      case ActionType::kRecvGradient:
+        incoming.push_back(Expect(a.peer, kGradient, step, j, micro[j], compute_->end_layer()));
+        targets.push_back(&out_grads[j]);
+        break;
+      default:
+        return absl::InternalError(absl::StrCat(Where(), ": schedule position ", k, " (",
+                                                ToString(a.type), ") is not a transfer"));
+    }
   }
+  auto received = transfer_->Exchange(outgoing, incoming, Where());
+  if (!received.ok()) return received.status();
+  for (size_t m = 0; m < targets.size(); ++m) *targets[m] = std::move((*received)[m]);
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<torch::Tensor>> PipelineEngine::RecvBoundary(
-    int from_stage, int kind, int64_t step, int micro_batch, const MicroBatch& batch,
-    int64_t boundary) {
-  const int peer = WorldRank(from_stage, replica_);
-  const auto shapes = BoundaryShapes(options_.model, boundary, batch.tgt_out.size(0),
-                                     batch.src.defined() && batch.src.dim() == 2 ? batch.src.size(1) : 0,
-                                     batch.tgt_out.size(1));
-  torch::Tensor header =
-      torch::zeros({kHeaderSize}, torch::TensorOptions().dtype(torch::kLong).device(options_.device));
-  if (auto s = world_->Recv(header, peer, kind); !s.ok()) return s;
-  header = header.cpu();
-  auto h = header.accessor<int64_t, 1>();
-  bool ok = h[0] == kMagic && h[1] == step && h[2] == micro_batch && h[3] == kind &&
-            h[4] == static_cast<int64_t>(shapes.size());
-  for (size_t i = 0; ok && i < shapes.size() && i < 3; ++i) {
-    int64_t numel = 1;
-    for (int64_t d : shapes[i]) numel *= d;
-    ok = h[5 + i] == numel;
-  }
-  if (!ok) {
-    return absl::InternalError(absl::StrCat(
-        Where(), ": expected the ", kind == kActivation ? "activation" : "gradient",
-        " of micro-batch ", micro_batch, " of step ", step, " from stage ", from_stage, " (",
-        shapes.size(), " tensor(s)) but received micro-batch ", h[2], " of step ", h[1],
-        " kind ", h[3], " with ", h[4], " tensor(s); the stages disagree on the batches"));
-  }
-  std::vector<torch::Tensor> tensors;
-  const auto options = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
-  for (const auto& shape : shapes) {
-    torch::Tensor t = torch::empty(shape, options);
-    if (auto s = world_->Recv(t, peer, kind); !s.ok()) return s;
-    tensors.push_back(std::move(t));
-  }
-  return tensors;
-}
-
-absl::Status PipelineEngine::WaitSends() {
-  absl::Status status;
-  for (auto& work : pending_sends_) {
-    if (auto s = work->Wait(); !s.ok() && status.ok()) status = s;
-  }
-  pending_sends_.clear();
-  return status;
 }
 
 absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatch>& micro,
@@ -285,25 +275,39 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   model_->train();
   std::map<int, std::vector<torch::Tensor>> inputs, outputs, out_grads, in_grads;
   LossSums sums;
-  const int64_t first = compute_->first_layer(), end = compute_->end_layer();
   auto launch_buckets = [&](int segment) {
     for (const auto& b : buckets_) {
       if (b.ready_segment != segment) continue;
-      auto work = data_group_->AllReduceSumAsync(flat_->grads().narrow(0, b.offset, b.numel));
+      torch::Tensor grads = flat_->grads().narrow(0, b.offset, b.numel);
+      if (StagesReductions(*data_group_)) {  // Gloo/MPI with CUDA tensors: via host memory.
+        staged_reductions_.emplace_back(grads.cpu(), grads);
+        grads = staged_reductions_.back().first;
+      }
+      auto work = data_group_->AllReduceSumAsync(grads);
       if (!work.ok()) throw std::runtime_error(std::string(work.status().message()));
       pending_reductions_.push_back(*std::move(work));
     }
   };
   const auto schedule_start = Clock::now();
   try {
-    for (const PipelineAction& a : schedule_[stage_]) {
+    const std::vector<PipelineAction>& actions = schedule_[stage_];
+    for (size_t k = 0; k < actions.size(); ++k) {
+      const PipelineAction& a = actions[k];
       const int j = a.micro_batch;
       auto t0 = Clock::now();
       switch (a.type) {
-        case ActionType::kRecvActivation: {
-          auto got = RecvBoundary(a.peer, kActivation, step, j, micro[j], first);
-          if (!got.ok()) return got.status();
-          inputs[j] = *std::move(got);
+        case ActionType::kRecvActivation:
+        case ActionType::kRecvGradient:
+        case ActionType::kSendActivation:
+        case ActionType::kSendGradient: {
+          // The whole group (the tick's sends and receives) as one grouped operation.
+          size_t end = k + 1;
+          while (a.group >= 0 && end < actions.size() && actions[end].group == a.group) ++end;
+          if (auto s = RunTransfers(k, end, micro, step, outputs, in_grads, inputs, out_grads);
+              !s.ok()) {
+            return s;
+          }
+          k = end - 1;
           timing.wait_s += Since(t0);
           break;
         }
@@ -315,17 +319,6 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
           timing.compute_s += Since(t0);
           timing.peak_live = std::max(timing.peak_live,
                                       static_cast<double>(compute_->live_micro_batches()));
-          break;
-        }
-        case ActionType::kSendActivation:
-          if (auto s = SendBoundary(outputs[j], a.peer, kActivation, step, j); !s.ok()) return s;
-          outputs.erase(j);
-          break;
-        case ActionType::kRecvGradient: {
-          auto got = RecvBoundary(a.peer, kGradient, step, j, micro[j], end);
-          if (!got.ok()) return got.status();
-          out_grads[j] = *std::move(got);
-          timing.wait_s += Since(t0);
           break;
         }
         case ActionType::kBackward: {
@@ -341,10 +334,6 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
           timing.compute_s += Since(t0);
           break;
         }
-        case ActionType::kSendGradient:
-          if (auto s = SendBoundary(in_grads[j], a.peer, kGradient, step, j); !s.ok()) return s;
-          in_grads.erase(j);
-          break;
       }
     }
   } catch (const c10::Error& e) {
@@ -353,7 +342,6 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
     return absl::InternalError(absl::StrCat(Where(), " step ", step, ": ", e.what()));
   }
   auto t0 = Clock::now();
-  if (auto s = WaitSends(); !s.ok()) return s;
   timing.schedule_s = Since(schedule_start);
   if (!options_.overlap_reduction) {
     try {
@@ -417,8 +405,12 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   return totals;
 }
 
+bool PipelineEngine::StagesReductions(const comm::Communicator& comm) const {
+  return options_.device.is_cuda() && comm.backend() != "nccl" && comm.backend() != "loopback";
+}
+
 absl::Status PipelineEngine::HostAllReduce(comm::Communicator& comm, torch::Tensor& host) {
-  if (options_.device.is_cpu()) return comm.AllReduceSum(host);
+  if (options_.device.is_cpu() || comm.backend() != "nccl") return comm.AllReduceSum(host);
   torch::Tensor on_device = host.to(options_.device);
   if (auto s = comm.AllReduceSum(on_device); !s.ok()) return s;
   host = on_device.cpu();
@@ -426,7 +418,7 @@ absl::Status PipelineEngine::HostAllReduce(comm::Communicator& comm, torch::Tens
 }
 
 absl::Status PipelineEngine::HostBroadcast(torch::Tensor& host, int root) {
-  if (options_.device.is_cpu()) return world_->Broadcast(host, root);
+  if (options_.device.is_cpu() || world_->backend() != "nccl") return world_->Broadcast(host, root);
   torch::Tensor on_device = host.to(options_.device);
   if (auto s = world_->Broadcast(on_device, root); !s.ok()) return s;
   host = on_device.cpu();
@@ -439,10 +431,20 @@ absl::Status PipelineEngine::ReduceGradients() {
     if (auto s = work->Wait(); !s.ok() && status.ok()) status = s;
   }
   pending_reductions_.clear();
+  for (auto& [host, device] : staged_reductions_) {
+    if (status.ok()) device.copy_(host);
+  }
+  staged_reductions_.clear();
   if (!status.ok()) return status;
   for (auto& t : tied_) {
     torch::Tensor grad = flat_->View(flat_->grads(), t.entry);
-    if (auto s = t.group->AllReduceSum(grad); !s.ok()) return s;
+    if (!StagesReductions(*t.group)) {
+      if (auto s = t.group->AllReduceSum(grad); !s.ok()) return s;
+      continue;
+    }
+    torch::Tensor host = grad.cpu();
+    if (auto s = t.group->AllReduceSum(host); !s.ok()) return s;
+    grad.copy_(host);
   }
   return absl::OkStatus();
 }
@@ -452,9 +454,11 @@ absl::StatusOr<torch::Tensor> PipelineEngine::ForwardOnly(const MicroBatch& batc
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> in;
   if (!first_stage()) {
-    auto got = RecvBoundary(stage_ - 1, kActivation, tag_step, 0, batch, compute_->first_layer());
+    auto got = transfer_->Exchange(
+        {}, {Expect(stage_ - 1, kActivation, tag_step, 0, batch, compute_->first_layer())},
+        Where());
     if (!got.ok()) return got.status();
-    in = *std::move(got);
+    in = std::move(got->front());
   }
   torch::Tensor hidden;
   std::vector<torch::Tensor> out;
@@ -464,8 +468,11 @@ absl::StatusOr<torch::Tensor> PipelineEngine::ForwardOnly(const MicroBatch& batc
     return absl::InternalError(absl::StrCat(Where(), ": ", e.what_without_backtrace()));
   }
   if (!last_stage()) {
-    if (auto s = SendBoundary(out, stage_ + 1, kActivation, tag_step, 0); !s.ok()) return s;
-    if (auto s = WaitSends(); !s.ok()) return s;
+    OutgoingMessage message{std::move(out), WorldRank(stage_ + 1, replica_), kActivation, tag_step,
+                            0};
+    if (auto s = transfer_->Exchange({std::move(message)}, {}, Where()).status(); !s.ok()) {
+      return s;
+    }
   }
   return hidden;
 }

@@ -16,6 +16,7 @@
 #include "comm/communicator.h"
 #include "model/deepnet.h"
 #include "pipeline/adamw.h"
+#include "pipeline/boundary_transfer.h"
 #include "pipeline/flat_parameters.h"
 #include "pipeline/pipeline_schedule.h"
 #include "pipeline/stage_compute.h"
@@ -156,12 +157,17 @@ class PipelineEngine {
   int WorldRank(int stage, int replica) const {
     return stage * static_cast<int>(options_.replicas) + replica;
   }
-  absl::Status SendBoundary(const std::vector<torch::Tensor>& tensors, int to_stage, int kind,
-                            int64_t step, int micro_batch);
-  absl::StatusOr<std::vector<torch::Tensor>> RecvBoundary(int from_stage, int kind, int64_t step,
-                                                          int micro_batch, const MicroBatch& batch,
-                                                          int64_t boundary);
-  absl::Status WaitSends();
+  // Runs the transfers schedule_[stage_][begin, end) (one group) together through
+  // BoundaryTransfer::Exchange: sends take (and erase) their tensors from `outputs` (activations)
+  // or `in_grads` (gradients), receives fill `inputs` or `out_grads`.
+  absl::Status RunTransfers(size_t begin, size_t end, const std::vector<MicroBatch>& micro,
+                            int64_t step, std::map<int, std::vector<torch::Tensor>>& outputs,
+                            std::map<int, std::vector<torch::Tensor>>& in_grads,
+                            std::map<int, std::vector<torch::Tensor>>& inputs,
+                            std::map<int, std::vector<torch::Tensor>>& out_grads);
+  // The expected message of `kind` for `batch` from `from_stage` at the given layer boundary.
+  IncomingMessage Expect(int from_stage, int kind, int64_t step, int micro_batch,
+                         const MicroBatch& batch, int64_t boundary) const;
   absl::StatusOr<torch::Tensor> ForwardOnly(const MicroBatch& batch, int64_t tag_step,
                                             LossSums* sums, bool want_hidden);
   absl::Status ReduceGradients();
@@ -170,6 +176,9 @@ class PipelineEngine {
   // and back, so CPU-side bookkeeping works with every backend.
   absl::Status HostAllReduce(comm::Communicator& comm, torch::Tensor& host);
   absl::Status HostBroadcast(torch::Tensor& host, int root);
+  // True when gradients reduced over `comm` must go through host memory (CUDA tensors on a
+  // backend that moves CPU tensors only: Gloo, MPI).
+  bool StagesReductions(const comm::Communicator& comm) const;
   // Collective: true on every rank when `ok` is true on every rank.
   absl::StatusOr<bool> AllOk(bool ok);
   // Collective: rank 0's string on every rank.
@@ -189,8 +198,10 @@ class PipelineEngine {
   PipelineSchedule schedule_;
   int last_backward_ = -1;  // Micro-batch of this stage's last Backward action.
   std::vector<Bucket> buckets_;
-  std::vector<std::unique_ptr<comm::CommWork>> pending_sends_;
+  std::unique_ptr<BoundaryTransfer> transfer_;  // Activations and gradients to neighbours.
   std::vector<std::unique_ptr<comm::CommWork>> pending_reductions_;
+  // (host copy being reduced, device gradients it is copied back into) when StagesReductions.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> staged_reductions_;
   int64_t eval_calls_ = 0;  // Tags forward-only passes.
   bool probe_reference_ = false;
   torch::Tensor probe_f0_;  // Last stage: F(x, theta_0).

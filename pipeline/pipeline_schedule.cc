@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
@@ -21,6 +22,7 @@ bool IsSend(ActionType t) {
 bool IsRecv(ActionType t) {
   return t == ActionType::kRecvActivation || t == ActionType::kRecvGradient;
 }
+bool IsTransfer(ActionType t) { return IsSend(t) || IsRecv(t); }
 bool CarriesActivation(ActionType t) {
   return t == ActionType::kSendActivation || t == ActionType::kRecvActivation;
 }
@@ -47,7 +49,7 @@ std::string Describe(const PipelineAction& a) {
 }
 
 void AppendStep(std::vector<PipelineAction>& list, ActionType type, int mb, int peer = -1) {
-  list.push_back(PipelineAction{type, mb, peer});
+  list.push_back(PipelineAction{type, mb, peer, -1});
 }
 
 // Forward of `mb` on stage s of P with its receive and send.
@@ -254,6 +256,97 @@ absl::StatusOr<TimelineResult> Replay(const PipelineSchedule& schedule, int m,
   return result;
 }
 
+// Group ids: compute takes -1; a group id >= 0 names one adjacent run of one stage's transfers.
+absl::Status CheckGroups(const PipelineSchedule& schedule) {
+  for (size_t s = 0; s < schedule.size(); ++s) {
+    std::set<int> seen;
+    for (size_t i = 0; i < schedule[s].size(); ++i) {
+      const PipelineAction& a = schedule[s][i];
+      const std::string where = absl::StrCat("stage ", s, " position ", i, ": ", Describe(a));
+      if (!IsTransfer(a.type) && a.group != -1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, " has group ", a.group, "; compute takes group -1"));
+      }
+      if (a.group < -1) {
+        return absl::InvalidArgumentError(absl::StrCat(where, " has group ", a.group, " < -1"));
+      }
+      if (a.group < 0 || (i > 0 && schedule[s][i - 1].group == a.group)) continue;
+      if (!seen.insert(a.group).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, " is in group ", a.group, ", whose other transfers are not adjacent to it"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Replays the schedule on a rendezvous transport: a stage reaching a group (a run of transfers
+// with one id, or a lone transfer) posts all of them, and leaves the group once each is matched
+// by a posted counterpart: the k-th send on a channel (sender, receiver, direction) by the k-th
+// receive on it. Posting never blocks, completing does; compute never blocks.
+absl::Status CheckRendezvous(const PipelineSchedule& schedule) {
+  const int p = static_cast<int>(schedule.size());
+  std::map<std::tuple<int, int, bool>, int> posted_sends, posted_receives;
+  struct Posted {
+    std::tuple<int, int, bool> channel;
+    bool send = false;
+    int sequence = 0;  // Index of this transfer on its channel.
+  };
+  std::vector<size_t> position(p, 0);
+  std::vector<std::vector<Posted>> group(p);  // The group a stage has posted and waits on.
+  auto group_end = [&](int s) {
+    size_t end = position[s] + 1;
+    const int id = schedule[s][position[s]].group;
+    while (id >= 0 && end < schedule[s].size() && schedule[s][end].group == id) ++end;
+    return end;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      while (position[s] < schedule[s].size()) {
+        const PipelineAction& a = schedule[s][position[s]];
+        if (!IsTransfer(a.type)) {
+          ++position[s];
+          progress = true;
+          continue;
+        }
+        const size_t end = group_end(s);
+        if (group[s].empty()) {
+          for (size_t i = position[s]; i < end; ++i) {
+            const PipelineAction& t = schedule[s][i];
+            const bool send = IsSend(t.type);
+            const std::tuple<int, int, bool> channel{send ? s : t.peer, send ? t.peer : s,
+                                                     CarriesActivation(t.type)};
+            int& count = (send ? posted_sends : posted_receives)[channel];
+            group[s].push_back(Posted{channel, send, count++});
+          }
+          progress = true;
+        }
+        const bool done = std::all_of(group[s].begin(), group[s].end(), [&](const Posted& t) {
+          return (t.send ? posted_receives : posted_sends)[t.channel] > t.sequence;
+        });
+        if (!done) break;
+        group[s].clear();
+        position[s] = end;
+        progress = true;
+      }
+    }
+  }
+  std::vector<std::string> blocked;
+  for (int s = 0; s < p; ++s) {
+    if (position[s] >= schedule[s].size()) continue;
+    std::vector<std::string> waits;
+    for (size_t i = position[s]; i < group_end(s); ++i) waits.push_back(Describe(schedule[s][i]));
+    blocked.push_back(absl::StrCat("stage ", s, " position ", position[s], " waits on ",
+                                   absl::StrJoin(waits, " + ")));
+  }
+  if (blocked.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "pipeline schedule deadlocks under rendezvous semantics (a send completes only when its "
+      "receive is posted; post a send and the receive it waits for in one group): ",
+      absl::StrJoin(blocked, "; ")));
+}
+
 }  // namespace
 
 std::string ToString(ScheduleKind kind) {
@@ -292,7 +385,8 @@ std::string ToString(ActionType type) {
   return "Unknown";
 }
 
-absl::StatusOr<PipelineSchedule> BuildSchedule(ScheduleKind kind, int stages, int micro_batches) {
+absl::StatusOr<PipelineSchedule> BuildSchedule(ScheduleKind kind, int stages, int micro_batches,
+                                               bool group_transfers) {
   if (stages < 1) {
     return absl::InvalidArgumentError(absl::StrCat("pipeline stages must be >= 1, got ", stages));
   }
@@ -319,11 +413,27 @@ absl::StatusOr<PipelineSchedule> BuildSchedule(ScheduleKind kind, int stages, in
     }
     for (int i = m - warmup; i < m; ++i) AppendBackward(list, s, p, i);
   }
+  if (!group_transfers) return schedule;
+  // One group per run of transfers between two computes: the send of what the last compute
+  // produced and the receive the next compute needs are posted together.
+  for (auto& list : schedule) {
+    int next = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!IsTransfer(list[i].type)) continue;
+      const bool continues = i > 0 && IsTransfer(list[i - 1].type);
+      list[i].group = continues ? list[i - 1].group : next++;
+    }
+  }
   return schedule;
 }
 
 absl::Status CheckSchedule(const PipelineSchedule& schedule, int micro_batches) {
-  return Replay(schedule, micro_batches, std::vector<StageCost>(schedule.size())).status();
+  if (absl::Status s = CheckGroups(schedule); !s.ok()) return s;
+  // Buffered sends first: matching, order and completeness, with the clearest messages.
+  absl::Status status =
+      Replay(schedule, micro_batches, std::vector<StageCost>(schedule.size())).status();
+  if (!status.ok()) return status;
+  return CheckRendezvous(schedule);
 }
 
 double PredictedBubbleFraction(int stages, int micro_batches) {

@@ -15,6 +15,7 @@
 #include "model/model_stats.h"
 #include "pipeline/stage_partition.h"
 #include "train/batch_tensors.h"
+#include "train/engine_options.h"
 
 namespace deepnet::train {
 namespace {
@@ -136,22 +137,9 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
   const auto& par = config_.parallel;
   // Dropout streams differ between ranks; rank 0 of any layout draws what one process does.
   torch::manual_seed(config_.train.seed + 1000003ULL * static_cast<uint64_t>(world_->rank()));
-  pipeline::EngineOptions engine;
-  engine.model = mc;
-  engine.seed = config_.train.seed;
-  engine.stages = par.pipeline_stages;
-  engine.replicas = par.data_parallel;
-  auto schedule = pipeline::ParseSchedule(par.schedule);
-  if (!schedule.ok()) return schedule.status();
-  engine.schedule = *schedule;
-  engine.bucket_bytes = static_cast<int64_t>(par.bucket_mb * 1024 * 1024);
-  engine.label_smoothing = config_.optim.label_smoothing;
-  engine.adam.beta1 = config_.optim.beta1;
-  engine.adam.beta2 = config_.optim.beta2;
-  engine.adam.eps = config_.optim.eps;
-  engine.adam.weight_decay = config_.optim.weight_decay;
-  engine.clip_norm = config_.optim.clip_norm;
-  engine.device = device_;
+  auto options = EngineOptionsFor(config_, mc, device_);
+  if (!options.ok()) return options.status();
+  pipeline::EngineOptions engine = *std::move(options);
   if (count > 0) {
     engine.source_length = std::max<int64_t>(1, src_sum / count);
     engine.target_length = std::max<int64_t>(1, tgt_sum / count);
@@ -163,8 +151,6 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
   if (config_.data.max_sentences > 0) {
     engine.batch_sentences = std::min(engine.batch_sentences, config_.data.max_sentences);
   }
-  engine.measure_layer_costs = par.partition == "measured";
-  engine.recompute_layers = config_.runtime.recompute == "layer";
   auto created = pipeline::PipelineEngine::Create(engine, world_);
   if (!created.ok()) return created.status();
   engine_ = *std::move(created);

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "comm/communicator_factory.h"
 #include "comm/launch_env.h"
@@ -90,6 +91,39 @@ TEST(LoopbackCommunicatorTest, ReceivePostedBeforeSendCompletesWhenSendArrives) 
   ASSERT_TRUE((*send)->Wait().ok());
   ASSERT_TRUE((*recv)->Wait().ok());
   EXPECT_TRUE(torch::equal(out, torch::arange(4, torch::kInt64)));
+}
+
+// A receive listed before its send in one group still completes: the group posts both first.
+TEST(LoopbackCommunicatorTest, GroupPostsEveryOperationBeforeWaiting) {
+  LoopbackCommunicator comm;
+  torch::Tensor a = torch::zeros({4}, torch::kInt64);
+  torch::Tensor b = torch::zeros({2});
+  std::vector<P2POp> ops;
+  ops.push_back({P2POp::Kind::kRecv, a, 0, 1});
+  ops.push_back({P2POp::Kind::kRecv, b, 0, 2});
+  ops.push_back({P2POp::Kind::kSend, torch::full({2}, 1.5), 0, 2});
+  ops.push_back({P2POp::Kind::kSend, torch::arange(4, torch::kInt64), 0, 1});
+  auto group = comm.StartGroup(std::move(ops));
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_TRUE((*group)->Wait().ok());
+  EXPECT_TRUE(torch::equal(a, torch::arange(4, torch::kInt64)));
+  EXPECT_TRUE(torch::equal(b, torch::full({2}, 1.5)));
+  auto empty = comm.StartGroup({});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE((*empty)->Wait().ok());
+}
+
+TEST(LoopbackCommunicatorTest, GroupWithAnUnmatchedReceiveFailsNamingIt) {
+  LoopbackCommunicator comm;
+  std::vector<P2POp> ops;
+  ops.push_back({P2POp::Kind::kRecv, torch::zeros({3}), 0, 5});
+  auto group = comm.StartGroup(std::move(ops));
+  ASSERT_TRUE(group.ok());
+  const absl::Status status = (*group)->Wait();
+  EXPECT_THAT(std::string(status.message()), HasSubstr("tag 5"));
+  std::vector<P2POp> bad;
+  bad.push_back({P2POp::Kind::kSend, torch::zeros({1}), 3, 0});
+  EXPECT_FALSE(comm.StartGroup(std::move(bad)).ok());
 }
 
 TEST(LoopbackCommunicatorTest, WaitingOnUnmatchedReceiveFailsInsteadOfHanging) {

@@ -4,6 +4,8 @@
 // Default mode: all-reduce (float32/int64, 1 and 1M elements, sync and async), broadcast from
 // the last rank, a ring of sends/receives with two tags in flight, Split into two groups with an
 // all-reduce in each, barrier; prints "N passed, M failed" and exits 1 on any failure.
+// --fail_mode ungrouped_exchange: send to the next rank, wait, then receive (see
+// RunUngroupedExchange).
 // --fail_mode skip_collective|sigkill: a loop of all-reduces in which --fail_rank skips one
 // (then sleeps) or SIGKILLs itself; the others must report the failure and exit non-zero.
 #include <signal.h>
@@ -24,6 +26,7 @@
 #include "comm/communicator.h"
 #include "comm/communicator_factory.h"
 #include "comm/launch_env.h"
+#include "comm/mpi_communicator.h"
 
 namespace deepnet::comm {
 namespace {
@@ -130,6 +133,31 @@ absl::Status CheckRing(Communicator& comm) {
   return Mismatch("ring tag 2", in2, torch::full({50000}, prev * 10.0 + 2, torch::kFloat32));
 }
 
+// Every rank sends to both neighbours and receives from both in one group, sends listed first:
+// with synchronous sends (DEEPNET_MPI_SYNC_SEND=1, NCCL) posting them one by one and waiting on
+// each would deadlock, as a group it must complete.
+absl::Status CheckGroupExchange(Communicator& comm) {
+  const int next = (comm.rank() + 1) % comm.size();
+  const int prev = (comm.rank() + comm.size() - 1) % comm.size();
+  const int64_t n = 300000;  // Beyond eager limits: a rendezvous on every transport.
+  torch::Tensor from_prev = torch::zeros({n}, torch::kFloat32);
+  torch::Tensor from_next = torch::zeros({n}, torch::kFloat32);
+  std::vector<P2POp> ops;
+  ops.push_back({P2POp::Kind::kSend, torch::full({n}, comm.rank() + 0.5f), next, 3});
+  ops.push_back({P2POp::Kind::kSend, torch::full({n}, comm.rank() + 0.25f), prev, 4});
+  ops.push_back({P2POp::Kind::kRecv, from_prev, prev, 3});
+  ops.push_back({P2POp::Kind::kRecv, from_next, next, 4});
+  auto group = comm.StartGroup(std::move(ops));
+  if (!group.ok()) return group.status();
+  if (absl::Status s = (*group)->Wait(); !s.ok()) return s;
+  if (absl::Status s =
+          Mismatch("group from previous rank", from_prev, torch::full({n}, prev + 0.5f));
+      !s.ok()) {
+    return s;
+  }
+  return Mismatch("group from next rank", from_next, torch::full({n}, next + 0.25f));
+}
+
 // Even and odd ranks form two groups, ordered by descending old rank (key = -rank).
 absl::Status CheckSplit(Communicator& comm) {
   const int color = comm.rank() % 2;
@@ -174,6 +202,7 @@ int RunChecks(Communicator& comm) {
       {"async all_reduce", [&] { return CheckAsyncAllReduce(comm); }},
       {"broadcast from last rank", [&] { return CheckBroadcast(comm); }},
       {"ring send/recv, two tags", [&] { return CheckRing(comm); }},
+      {"grouped exchange with both neighbours", [&] { return CheckGroupExchange(comm); }},
       {"split", [&] { return CheckSplit(comm); }},
       {"barrier", [&] { return comm.Barrier(); }},
   };
@@ -221,6 +250,24 @@ int RunFailureLoop(Communicator& comm, const Flags& flags) {
   return flags.fail_mode == "none" ? 0 : 3;  // A failure mode that did not fail is a bug.
 }
 
+// Every rank sends a small tensor to the next rank and waits for that send before receiving from
+// the previous one: fine with buffered sends (exit 3, "did not fail"), a deadlock that ends in
+// DeadlineExceeded (exit 1) with synchronous ones, the order StartGroup exists to avoid.
+int RunUngroupedExchange(Communicator& comm) {
+  const int next = (comm.rank() + 1) % comm.size();
+  const int prev = (comm.rank() + comm.size() - 1) % comm.size();
+  absl::Status status = comm.Send(torch::full({16}, comm.rank(), torch::kFloat32), next, 6);
+  torch::Tensor in = torch::zeros({16}, torch::kFloat32);
+  if (status.ok()) status = comm.Recv(in, prev, 6);
+  if (!status.ok()) {
+    Log("ungrouped exchange failed: " + status.ToString());
+    comm.Abort(status.ToString());
+    return 1;
+  }
+  Log("ungrouped exchange completed (buffered sends)");
+  return 3;
+}
+
 int Run(const Flags& flags) {
   label = "rank ?/?";
   absl::StatusOr<LaunchEnv> env = DetectLaunchEnv();
@@ -245,12 +292,16 @@ int Run(const Flags& flags) {
     Log("creating the communicator failed: " + comm.status().ToString());
     return 2;
   }
+  if (comm->comm->backend() == "mpi" && MpiCommunicator::SynchronousSendsRequested()) {
+    Log("synchronous sends (DEEPNET_MPI_SYNC_SEND=1): every send completes only at its receive");
+  }
   Log(absl::StrCat("connected (", comm->comm->backend(), ") in ",
                    std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - start)
                        .count(),
                    " ms"));
   if (flags.fail_mode == "none") return RunChecks(*comm->comm);
+  if (flags.fail_mode == "ungrouped_exchange") return RunUngroupedExchange(*comm->comm);
   return RunFailureLoop(*comm->comm, flags);
 }
 
@@ -266,8 +317,9 @@ int main(int argc, char** argv) {
   app.add_option("--rendezvous_dir", flags.rendezvous_dir, "folder of the job-id FileStore");
   app.add_option("--timeout_ms", flags.timeout_ms, "per-operation timeout")
       ->check(CLI::PositiveNumber);
-  app.add_option("--fail_mode", flags.fail_mode, "none, skip_collective or sigkill")
-      ->check(CLI::IsMember({"none", "skip_collective", "sigkill"}));
+  app.add_option("--fail_mode", flags.fail_mode,
+                 "none, skip_collective, sigkill or ungrouped_exchange")
+      ->check(CLI::IsMember({"none", "skip_collective", "sigkill", "ungrouped_exchange"}));
   app.add_option("--fail_rank", flags.fail_rank, "rank that fails (-1: the last)");
   app.add_option("--fail_iteration", flags.fail_iteration, "loop iteration at which it fails");
   app.add_option("--iterations", flags.iterations, "all-reduces in the failure loop");

@@ -196,4 +196,33 @@ TEST(CommFailureTest, MpiRankKilledMidLoopEndsMpirunNonZeroWithNoProcessLeft) {
   for (pid_t pid : left) kill(pid, SIGKILL);
 }
 
+// With DEEPNET_MPI_SYNC_SEND=1 (how the `mpi` tests run) a send completes only once its receive is
+// posted: ranks that each wait for their send before receiving time out, naming the send, where
+// buffered sends would let the same code pass. What makes a schedule-order regression fail here.
+TEST(CommFailureTest, MpiSynchronousSendsTurnAnUngroupedExchangeIntoATimeout) {
+  TempDir dir;
+  for (const bool sync : {true, false}) {
+    SCOPED_TRACE(sync ? "DEEPNET_MPI_SYNC_SEND=1" : "DEEPNET_MPI_SYNC_SEND=0");
+    const auto start = Clock::now();
+    ProcessGroup group;
+    const std::string log_path = dir / (sync ? "sync.log" : "buffered.log");
+    group.Start(
+        {DEEPNET_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "2", DEEPNET_COMM_CHECK,
+         "--backend", "mpi", "--timeout_ms", "3000", "--fail_mode", "ungrouped_exchange"},
+        {sync ? "DEEPNET_MPI_SYNC_SEND=1" : "DEEPNET_MPI_SYNC_SEND=0"}, log_path);
+    const int code = group.Wait(0, start + std::chrono::seconds(120));
+    const std::string log = Slurp(log_path);
+    EXPECT_NE(code, -1000) << "mpirun still running after 120 s\n" << log;
+    if (sync) {
+      EXPECT_NE(code, 0) << log;
+      EXPECT_THAT(log, HasSubstr("send of 16 float32 to rank")) << log;
+      EXPECT_THAT(log, HasSubstr("did not complete within 3 s")) << log;
+    } else {
+      // Buffered: the same order completes (comm_check then exits 3, "did not fail").
+      EXPECT_THAT(log, HasSubstr("ungrouped exchange completed")) << log;
+      EXPECT_NE(code, 0) << log;
+    }
+  }
+}
+
 }  // namespace

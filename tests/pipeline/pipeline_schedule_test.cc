@@ -9,6 +9,8 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace deepnet::pipeline {
 namespace {
 
@@ -22,10 +24,12 @@ constexpr ActionType kRA = ActionType::kRecvActivation;
 constexpr ActionType kSG = ActionType::kSendGradient;
 constexpr ActionType kRG = ActionType::kRecvGradient;
 
-PipelineAction A(ActionType type, int mb, int peer = -1) { return PipelineAction{type, mb, peer}; }
+PipelineAction A(ActionType type, int mb, int peer = -1, int group = -1) {
+  return PipelineAction{type, mb, peer, group};
+}
 
-PipelineSchedule Build(ScheduleKind kind, int stages, int micro_batches) {
-  absl::StatusOr<PipelineSchedule> schedule = BuildSchedule(kind, stages, micro_batches);
+PipelineSchedule Build(ScheduleKind kind, int stages, int micro_batches, bool grouped = true) {
+  absl::StatusOr<PipelineSchedule> schedule = BuildSchedule(kind, stages, micro_batches, grouped);
   EXPECT_TRUE(schedule.ok()) << schedule.status();
   return schedule.ok() ? *schedule : PipelineSchedule{};
 }
@@ -34,7 +38,7 @@ std::string Format(const std::vector<PipelineAction>& list) {
   std::string text;
   for (const PipelineAction& a : list) {
     text += ToString(a.type) + "(" + std::to_string(a.micro_batch) + "," + std::to_string(a.peer) +
-            ") ";
+            "," + std::to_string(a.group) + ") ";
   }
   return text;
 }
@@ -62,7 +66,7 @@ TEST(PipelineScheduleTest, RejectsNonPositiveSizes) {
 }
 
 TEST(PipelineScheduleTest, ExactOneFOneBListsForTwoStagesThreeMicroBatches) {
-  const PipelineSchedule s = Build(ScheduleKind::k1F1B, 2, 3);
+  const PipelineSchedule s = Build(ScheduleKind::k1F1B, 2, 3, /*grouped=*/false);
   ASSERT_EQ(s.size(), 2u);
   const std::vector<PipelineAction> stage0 = {
       A(kF, 0), A(kSA, 0, 1), A(kF, 1),     A(kSA, 1, 1), A(kRG, 0, 1), A(kB, 0),
@@ -75,7 +79,7 @@ TEST(PipelineScheduleTest, ExactOneFOneBListsForTwoStagesThreeMicroBatches) {
 }
 
 TEST(PipelineScheduleTest, ExactGPipeListsForTwoStagesThreeMicroBatches) {
-  const PipelineSchedule s = Build(ScheduleKind::kGPipe, 2, 3);
+  const PipelineSchedule s = Build(ScheduleKind::kGPipe, 2, 3, /*grouped=*/false);
   ASSERT_EQ(s.size(), 2u);
   const std::vector<PipelineAction> stage0 = {
       A(kF, 0),     A(kSA, 0, 1), A(kF, 1),     A(kSA, 1, 1), A(kF, 2),     A(kSA, 2, 1),
@@ -85,6 +89,76 @@ TEST(PipelineScheduleTest, ExactGPipeListsForTwoStagesThreeMicroBatches) {
       A(kB, 2),     A(kSG, 2, 0), A(kB, 1),     A(kSG, 1, 0), A(kB, 0),     A(kSG, 0, 0)};
   EXPECT_EQ(s[0], stage0) << Format(s[0]);
   EXPECT_EQ(s[1], stage1) << Format(s[1]);
+}
+
+// Grouped 1F1B: the same order, and each send shares a group with the receive that follows it
+// (activation j + 1 out with gradient j in on stage 0, gradient j out with activation j + 1 in
+// on stage 1).
+TEST(PipelineScheduleTest, ExactGroupedOneFOneBListsForTwoStagesThreeMicroBatches) {
+  const PipelineSchedule s = Build(ScheduleKind::k1F1B, 2, 3);
+  ASSERT_EQ(s.size(), 2u);
+  const std::vector<PipelineAction> stage0 = {
+      A(kF, 0), A(kSA, 0, 1, 0), A(kF, 1),        A(kSA, 1, 1, 1), A(kRG, 0, 1, 1), A(kB, 0),
+      A(kF, 2), A(kSA, 2, 1, 2), A(kRG, 1, 1, 2), A(kB, 1),        A(kRG, 2, 1, 3), A(kB, 2)};
+  const std::vector<PipelineAction> stage1 = {A(kRA, 0, 0, 0), A(kF, 0), A(kB, 0), A(kSG, 0, 0, 1),
+                                              A(kRA, 1, 0, 1), A(kF, 1), A(kB, 1), A(kSG, 1, 0, 2),
+                                              A(kRA, 2, 0, 2), A(kF, 2), A(kB, 2), A(kSG, 2, 0, 3)};
+  EXPECT_EQ(s[0], stage0) << Format(s[0]);
+  EXPECT_EQ(s[1], stage1) << Format(s[1]);
+}
+
+// Under rendezvous semantics (a send completes only when its receive is posted: NCCL,
+// MPI_Ssend) the ungrouped 1F1B order deadlocks for every P >= 2 as soon as m >= 2: in the
+// first steady tick stage P-2 waits in Send(activation 1) for stage P-1, which waits in
+// Send(gradient 0) for stage P-2's Recv(gradient 0), posted only after that send. With m = 1
+// there is no steady state and it completes. Grouped 1F1B and GPipe (either way) complete.
+TEST(PipelineScheduleTest, RendezvousRejectsUngroupedOneFOneBAndAcceptsGrouped) {
+  for (int p : {2, 4, 8}) {
+    for (int m = 1; m <= 16; ++m) {
+      SCOPED_TRACE("P=" + std::to_string(p) + " m=" + std::to_string(m));
+      const absl::Status old_order =
+          CheckSchedule(Build(ScheduleKind::k1F1B, p, m, /*grouped=*/false), m);
+      if (m >= 2) {
+        EXPECT_THAT(
+            old_order.message(),
+            AllOf(HasSubstr("deadlocks under rendezvous semantics"),
+                  HasSubstr(absl::StrCat("stage ", p - 2)),
+                  HasSubstr("SendActivation of micro-batch 1 to stage " + std::to_string(p - 1)),
+                  HasSubstr("SendGradient of micro-batch 0 to stage " + std::to_string(p - 2))));
+      } else {
+        EXPECT_TRUE(old_order.ok()) << old_order;
+      }
+      EXPECT_TRUE(CheckSchedule(Build(ScheduleKind::k1F1B, p, m), m).ok())
+          << CheckSchedule(Build(ScheduleKind::k1F1B, p, m), m);
+      for (bool grouped : {true, false}) {
+        EXPECT_TRUE(CheckSchedule(Build(ScheduleKind::kGPipe, p, m, grouped), m).ok())
+            << CheckSchedule(Build(ScheduleKind::kGPipe, p, m, grouped), m);
+      }
+    }
+  }
+}
+
+// A send and the receive it waits for, posted one after the other by both neighbours, is the
+// classic exchange deadlock; posted as one group on one side suffices.
+TEST(PipelineScheduleTest, RendezvousNeedsOnlyOneSideGrouped) {
+  PipelineSchedule s = Build(ScheduleKind::k1F1B, 2, 2, /*grouped=*/false);
+  ASSERT_FALSE(CheckSchedule(s, 2).ok());
+  // Stage 0: F0 SA0 F1 SA1 RG0 B0 RG1 B1; group SA1 with RG0.
+  s[0][3].group = 7;
+  s[0][4].group = 7;
+  EXPECT_TRUE(CheckSchedule(s, 2).ok()) << CheckSchedule(s, 2);
+}
+
+TEST(PipelineScheduleTest, RejectsMalformedGroups) {
+  PipelineSchedule compute = Build(ScheduleKind::k1F1B, 2, 2);
+  compute[0][0].group = 3;  // Forward of micro-batch 0.
+  EXPECT_THAT(CheckSchedule(compute, 2).message(),
+              AllOf(HasSubstr("stage 0 position 0"), HasSubstr("compute takes group -1")));
+  PipelineSchedule apart = Build(ScheduleKind::k1F1B, 2, 2, /*grouped=*/false);
+  apart[0][1].group = 5;  // SendActivation 0 ...
+  apart[0][4].group = 5;  // ... and RecvGradient 0, with compute between them.
+  EXPECT_THAT(CheckSchedule(apart, 2).message(),
+              AllOf(HasSubstr("stage 0 position 4"), HasSubstr("not adjacent")));
 }
 
 // Every size in {1,2,3,4,8} stages x {1,2,4,8,16} micro-batches, both kinds.
@@ -143,7 +217,7 @@ TEST(PipelineScheduleTest, PredictedBubbleFraction) {
 }
 
 TEST(PipelineScheduleTest, RejectsSwappedActivationReceives) {
-  PipelineSchedule s = Build(ScheduleKind::k1F1B, 2, 3);
+  PipelineSchedule s = Build(ScheduleKind::k1F1B, 2, 3, /*grouped=*/false);
   ASSERT_EQ(s[1][0], A(kRA, 0, 0));
   ASSERT_EQ(s[1][4], A(kRA, 1, 0));
   std::swap(s[1][0], s[1][4]);
@@ -155,7 +229,7 @@ TEST(PipelineScheduleTest, RejectsSwappedActivationReceives) {
 }
 
 TEST(PipelineScheduleTest, RejectsSwappedGradientReceives) {
-  PipelineSchedule s = Build(ScheduleKind::kGPipe, 3, 2);
+  PipelineSchedule s = Build(ScheduleKind::kGPipe, 3, 2, /*grouped=*/false);
   // Stage 1: RA0 F0 SA0 RA1 F1 SA1 RG1 B1 SG1 RG0 B0 SG0; receive gradient 0 first.
   ASSERT_EQ(s[1][6], A(kRG, 1, 2));
   ASSERT_EQ(s[1][9], A(kRG, 0, 2));
@@ -166,7 +240,7 @@ TEST(PipelineScheduleTest, RejectsSwappedGradientReceives) {
 }
 
 TEST(PipelineScheduleTest, RejectsMissingActivationSendAsDeadlock) {
-  PipelineSchedule s = Build(ScheduleKind::kGPipe, 2, 3);
+  PipelineSchedule s = Build(ScheduleKind::kGPipe, 2, 3, /*grouped=*/false);
   ASSERT_EQ(s[0][5], A(kSA, 2, 1));
   s[0].erase(s[0].begin() + 5);
   const absl::Status status = CheckSchedule(s, 3);
@@ -178,7 +252,7 @@ TEST(PipelineScheduleTest, RejectsMissingActivationSendAsDeadlock) {
 }
 
 TEST(PipelineScheduleTest, RejectsMissingGradientSend) {
-  PipelineSchedule s = Build(ScheduleKind::k1F1B, 2, 3);
+  PipelineSchedule s = Build(ScheduleKind::k1F1B, 2, 3, /*grouped=*/false);
   ASSERT_EQ(s[1][7], A(kSG, 1, 0));
   s[1].erase(s[1].begin() + 7);
   const absl::Status status = CheckSchedule(s, 3);
@@ -201,22 +275,22 @@ TEST(PipelineScheduleTest, RejectsExtraReceive) {
 }
 
 TEST(PipelineScheduleTest, RejectsWrongPeer) {
-  PipelineSchedule s = Build(ScheduleKind::k1F1B, 3, 2);
+  PipelineSchedule s = Build(ScheduleKind::k1F1B, 3, 2, /*grouped=*/false);
   ASSERT_EQ(s[1][2], A(kSA, 0, 2));
   s[1][2].peer = 0;
   EXPECT_THAT(CheckSchedule(s, 2).message(),
               AllOf(HasSubstr("stage 1 position 2: SendActivation of micro-batch 0 to stage 0"),
                     HasSubstr("neighbour stage 2")));
 
-  PipelineSchedule first = Build(ScheduleKind::kGPipe, 2, 1);
+  PipelineSchedule first = Build(ScheduleKind::kGPipe, 2, 1, /*grouped=*/false);
   first[0].insert(first[0].begin(), A(kRA, 0, 1));
   EXPECT_THAT(CheckSchedule(first, 1).message(), HasSubstr("stage 0 is the first stage"));
 
-  PipelineSchedule last = Build(ScheduleKind::kGPipe, 2, 1);
+  PipelineSchedule last = Build(ScheduleKind::kGPipe, 2, 1, /*grouped=*/false);
   last[1].insert(last[1].begin() + 2, A(kSA, 0, 2));
   EXPECT_THAT(CheckSchedule(last, 1).message(), HasSubstr("stage 1 is the last stage"));
 
-  PipelineSchedule compute = Build(ScheduleKind::kGPipe, 1, 1);
+  PipelineSchedule compute = Build(ScheduleKind::kGPipe, 1, 1, /*grouped=*/false);
   compute[0][0].peer = 0;
   EXPECT_THAT(CheckSchedule(compute, 1).message(), HasSubstr("compute takes peer -1"));
 }
