@@ -15,6 +15,7 @@
 #include "comm/launch_env.h"
 #include "job/job_config.h"
 #include "storage/checkpoint_fence.h"
+#include "train/cuda_device.h"
 #include "train/runtime_threads.h"
 #include "train/trainer.h"
 
@@ -56,12 +57,15 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
         << world_size << "\n";
     return kExitBadInput;
   }
-  // One GPU per local rank: `cuda` means this rank's device (deepnet-worker names its slot's).
-  if (config->runtime.device == "cuda" && launch->cuda_device >= 0) {
-    config->runtime.device = "cuda:" + std::to_string(launch->cuda_device);
-  } else if (config->runtime.device == "cuda" && launch->local_size > 1) {
-    config->runtime.device = "cuda:" + std::to_string(launch->local_rank);
+  // One GPU per rank, picked once, current before anything else touches CUDA, and used for
+  // tensors and communicator alike: `cuda` means DEEPNET_CUDA_DEVICE (deepnet-worker narrows
+  // CUDA_VISIBLE_DEVICES to its slot's GPU and names 0), else local rank mod visible GPUs.
+  auto device = train::PinRankDevice(config->runtime.device, *launch);
+  if (!device.ok()) {
+    err << "deepnet train: " << device.status().message() << "\n";
+    return kExitBadInput;
   }
+  config->runtime.device = device->device;
   const std::string who = world_size > 1 ? "deepnet train: rank " + std::to_string(launch->rank) + ": "
                                          : "deepnet train: ";
   // Ranks sharing a machine share its cores: OpenBLAS gets cores / local ranks by default.
@@ -92,7 +96,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     options.grpc_token = launch->token;
     options.grpc_ca_cert_file = launch->ca_cert_file;
     options.grpc_tls_server_name = launch->tls_server_name;
-    options.cuda_device = launch->cuda_device;
+    options.cuda_device = device->cuda_index;
     // Ranks on several machines: Gloo binds to the address deepnet-worker advertises.
     if (launch->local_size < launch->world_size) {
       options.gloo_hostname = launch->advertise_address;

@@ -11,4 +11,8 @@ elseif(DEEPNET_WITH_CUDA)
   endif()
   set(DEEPNET_HAVE_CUDA ON)
 endif()
+# Sources guard CUDA-only API calls (c10/cuda, ATen/cuda) on this macro.
+if(DEEPNET_HAVE_CUDA)
+  add_compile_definitions(DEEPNET_HAVE_CUDA)
+endif()
 message(STATUS "DeepNet CUDA/NCCL code paths: ${DEEPNET_HAVE_CUDA}")

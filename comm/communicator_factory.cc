@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <filesystem>
+#include <torch/cuda.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -11,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "comm/communicator_checks.h"
 #include "comm/grpc_store.h"
+#include "comm/host_staged_communicator.h"
+#include "comm/launch_env.h"
 #include "comm/loopback_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "rpc/rpc_util.h"
@@ -179,6 +182,17 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(const Comm
       "tcp://HOST:PORT or file:///PATH"));
 }
 
+namespace {
+
+// A CPU-only backend for a trainer on a GPU moves its tensors through host memory.
+std::unique_ptr<Communicator> StagedForDevice(std::unique_ptr<Communicator> comm,
+                                              const CommOptions& options) {
+  if (options.cuda_device < 0) return comm;
+  return std::make_unique<HostStagedCommunicator>(std::move(comm));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const CommOptions& options,
                                                                       const LaunchEnv& env,
                                                                       MpiSession* mpi) {
@@ -197,7 +211,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
     absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm =
         MpiCommunicator::CreateWorld(*mpi, options.timeout);
     if (!comm.ok()) return comm.status();
-    return std::unique_ptr<Communicator>(*std::move(comm));
+    return StagedForDevice(*std::move(comm), options);
   }
   if (env.world_size == 1) return std::unique_ptr<Communicator>(new LoopbackCommunicator());
 
@@ -214,16 +228,22 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
     absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
         GlooCommunicator::Create(world_store, env.rank, env.world_size, options.timeout, hostname);
     if (!comm.ok()) return comm.status();
-    return std::unique_ptr<Communicator>(*std::move(comm));
+    return StagedForDevice(*std::move(comm), options);
 #else
     return absl::UnimplementedError(
         "the gloo backend is not compiled into this build (LibTorch without Gloo headers)");
 #endif
   }
 #ifdef DEEPNET_HAVE_NCCL
-  absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(
-      world_store, env.rank, env.world_size,
-      options.cuda_device >= 0 ? options.cuda_device : env.local_rank, options.timeout);
+  // The trainer's device (options.cuda_device, picked once by SelectCudaDevice); callers that
+  // pick none get the same choice here.
+  absl::StatusOr<int> device =
+      options.cuda_device >= 0
+          ? absl::StatusOr<int>(options.cuda_device)
+          : SelectCudaDevice(env, static_cast<int>(torch::cuda::device_count()));
+  if (!device.ok()) return device.status();
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
+      NcclCommunicator::Create(world_store, env.rank, env.world_size, *device, options.timeout);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(*std::move(comm));
 #else

@@ -35,7 +35,9 @@ struct CommOptions {
   std::string grpc_token;
   std::string grpc_ca_cert_file;
   std::string grpc_tls_server_name;
-  // CUDA ordinal of the nccl communicator; -1 means the local rank.
+  // The trainer's CUDA ordinal (-1: it trains on CPU). nccl runs on it (-1: SelectCudaDevice's
+  // choice); gloo and mpi, which move CPU tensors only, get its tensors staged through host
+  // memory (HostStagedCommunicator), so that ranks can share one GPU.
   int cuda_device = -1;
 };
 

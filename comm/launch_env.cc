@@ -169,4 +169,21 @@ absl::StatusOr<LaunchEnv> DetectLaunchEnv(const std::function<const char*(const 
   return env;
 }
 
+absl::StatusOr<int> SelectCudaDevice(const LaunchEnv& env, int visible_devices) {
+  if (visible_devices < 1) {
+    return absl::InvalidArgumentError(
+        "runtime.device is cuda but no CUDA device is visible (check CUDA_VISIBLE_DEVICES and "
+        "the driver)");
+  }
+  if (env.cuda_device >= 0) {
+    if (env.cuda_device >= visible_devices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable DEEPNET_CUDA_DEVICE=", env.cuda_device,
+                       " is not below the ", visible_devices, " visible CUDA device(s)"));
+    }
+    return env.cuda_device;
+  }
+  return env.local_rank % visible_devices;
+}
+
 }  // namespace deepnet::comm

@@ -33,7 +33,8 @@ struct LaunchEnv {
   std::string token;
   std::string ca_cert_file;
   std::string tls_server_name;
-  // DEEPNET_CUDA_DEVICE: the CUDA ordinal of this rank's slot (`cuda` means cuda:N); -1: none.
+  // DEEPNET_CUDA_DEVICE: this rank's CUDA ordinal among the devices it sees (`cuda` means
+  // cuda:N; deepnet-worker narrows CUDA_VISIBLE_DEVICES to the slot's GPU and sets 0); -1: none.
   int cuda_device = -1;
   // DEEPNET_ADVERTISE_ADDRESS: this host's address for Gloo sockets; "" when unset.
   std::string advertise_address;
@@ -49,5 +50,11 @@ struct LaunchEnv {
 /// `getenv` is injectable for tests; it is called from this thread only.
 [[nodiscard]] absl::StatusOr<LaunchEnv> DetectLaunchEnv(
     const std::function<const char*(const char*)>& getenv = ::getenv);
+
+/// The CUDA ordinal this rank uses for its tensors and its communicator alike, picked once:
+/// env.cuda_device (DEEPNET_CUDA_DEVICE) when set, else the local rank modulo
+/// `visible_devices` (ranks of a node spread over its GPUs; more ranks than GPUs share them).
+/// InvalidArgument when no device is visible or DEEPNET_CUDA_DEVICE is not among them.
+[[nodiscard]] absl::StatusOr<int> SelectCudaDevice(const LaunchEnv& env, int visible_devices);
 
 }  // namespace deepnet::comm

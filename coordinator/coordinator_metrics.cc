@@ -8,6 +8,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <array>
 #include <exception>
 #include <list>
 #include <utility>
@@ -73,6 +74,8 @@ struct CoordinatorMetrics::Impl {
     Gauge* grad_norm = nullptr;
     Gauge* update_norm = nullptr;  // Null while the job reports none.
     Gauge* memory_bytes = nullptr;
+    // deepnet_job_gpu_memory_bytes{kind=allocated|reserved|peak}; null while none reported.
+    std::array<Gauge*, 3> gpu_memory = {nullptr, nullptr, nullptr};
     std::list<std::string>::iterator lru;  // Position in `recent`.
   };
 
@@ -157,7 +160,13 @@ struct CoordinatorMetrics::Impl {
         memory_bytes(prometheus::BuildGauge()
                          .Name("deepnet_job_memory_bytes")
                          .Help("Peak memory of a job's ranks, in bytes.")
-                         .Register(*registry)) {
+                         .Register(*registry)),
+        gpu_memory(prometheus::BuildGauge()
+                       .Name("deepnet_job_gpu_memory_bytes")
+                       .Help("CUDA memory of a job's latest reporting rank, in bytes: held by "
+                             "tensors (kind=allocated), by the caching allocator "
+                             "(kind=reserved), most held by tensors so far (kind=peak).")
+                       .Register(*registry)) {
     for (JobState state : AllJobStates()) {
       jobs_by_state[state] = &jobs.Add({{"state", Lower(ToString(state))}});
     }
@@ -180,6 +189,9 @@ struct CoordinatorMetrics::Impl {
     grad_norm.Remove(series.grad_norm);
     if (series.update_norm != nullptr) update_norm.Remove(series.update_norm);
     memory_bytes.Remove(series.memory_bytes);
+    for (Gauge* gauge : series.gpu_memory) {
+      if (gauge != nullptr) gpu_memory.Remove(gauge);
+    }
   }
 
   const size_t max_job_series;
@@ -202,6 +214,7 @@ struct CoordinatorMetrics::Impl {
   Family<Gauge>& grad_norm;
   Family<Gauge>& update_norm;
   Family<Gauge>& memory_bytes;
+  Family<Gauge>& gpu_memory;
   // Filled in the constructor, read-only afterwards.
   std::map<JobState, Gauge*> jobs_by_state;
   std::map<PendingCode, Gauge*> pending_by_code;
@@ -338,6 +351,22 @@ void CoordinatorMetrics::SetJobTraining(const std::string& job_id, const Trainin
   } else if (series.update_norm != nullptr) {
     m.update_norm.Remove(series.update_norm);
     series.update_norm = nullptr;
+  }
+  if (sample.gpu_memory.has_value()) {
+    static constexpr const char* kKinds[] = {"allocated", "reserved", "peak"};
+    const int64_t values[] = {sample.gpu_memory->allocated, sample.gpu_memory->reserved,
+                              sample.gpu_memory->peak_allocated};
+    for (size_t k = 0; k < series.gpu_memory.size(); ++k) {
+      if (series.gpu_memory[k] == nullptr) {
+        series.gpu_memory[k] = &m.gpu_memory.Add({{"job", job_id}, {"kind", kKinds[k]}});
+      }
+      series.gpu_memory[k]->Set(static_cast<double>(values[k]));
+    }
+  } else {
+    for (Gauge*& gauge : series.gpu_memory) {
+      if (gauge != nullptr) m.gpu_memory.Remove(gauge);
+      gauge = nullptr;
+    }
   }
 }
 

@@ -34,6 +34,13 @@ struct TrainingSample {
   std::optional<double> update_norm;
   // Peak device (or host) memory of the job's ranks, bytes; 0 when unknown.
   int64_t memory_bytes = 0;
+  // CUDA memory of the reporting rank, bytes; unset for a CPU job (the series are then absent).
+  struct GpuMemory {
+    int64_t allocated = 0;
+    int64_t reserved = 0;
+    int64_t peak_allocated = 0;
+  };
+  std::optional<GpuMemory> gpu_memory;
 };
 
 // The coordinator's metrics. Metric names are fixed (COMMON.md / docs); label values are

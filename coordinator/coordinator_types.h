@@ -98,6 +98,10 @@ struct MetricSample {
   int64_t time_ms = 0;
   int attempt = 0;
   int64_t memory_bytes = 0;
+  // CUDA memory of the reporting rank (MetricPoint.gpu_*); all 0 on CPU.
+  int64_t gpu_allocated_bytes = 0;
+  int64_t gpu_reserved_bytes = 0;
+  int64_t gpu_peak_allocated_bytes = 0;
 };
 
 struct MetricReportData {

@@ -307,6 +307,10 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
       sample.grad_norm = last.grad_norm;
       if (last.update_norm > 0) sample.update_norm = last.update_norm;
       sample.memory_bytes = last.memory_bytes;
+      if (last.gpu_reserved_bytes > 0) {
+        sample.gpu_memory = TrainingSample::GpuMemory{
+            last.gpu_allocated_bytes, last.gpu_reserved_bytes, last.gpu_peak_allocated_bytes};
+      }
       metrics_->SetJobTraining(job->record.id, sample);
     }
     // The step is kept in memory at once; the store (what a restarted coordinator shows until

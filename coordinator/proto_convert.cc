@@ -228,6 +228,9 @@ v1::MetricPoint ToProto(const MetricSample& p) {
   if (p.time_ms > 0) SetTime(p.time_ms, out.mutable_time());
   out.set_attempt(p.attempt);
   out.set_memory_bytes(p.memory_bytes);
+  out.set_gpu_allocated_bytes(p.gpu_allocated_bytes);
+  out.set_gpu_reserved_bytes(p.gpu_reserved_bytes);
+  out.set_gpu_peak_allocated_bytes(p.gpu_peak_allocated_bytes);
   return out;
 }
 
@@ -254,6 +257,9 @@ MetricSample FromProto(const v1::MetricPoint& p) {
   out.time_ms = p.has_time() ? Ms(p.time()) : 0;
   out.attempt = p.attempt();
   out.memory_bytes = p.memory_bytes();
+  out.gpu_allocated_bytes = p.gpu_allocated_bytes();
+  out.gpu_reserved_bytes = p.gpu_reserved_bytes();
+  out.gpu_peak_allocated_bytes = p.gpu_peak_allocated_bytes();
   return out;
 }
 

@@ -242,16 +242,18 @@ void PrintCheckpointTable(const v1::ListCheckpointsResponse& response, std::ostr
 }
 
 std::string MetricHeaderRow() {
-  return absl::StrFormat("%9s  %9s  %9s  %10s  %9s  %9s  %9s  %10s  %7s  %s", "STEP", "LOSS", "NLL",
-                         "LR", "GRAD_NORM", "TOKENS/S", "UPD_NORM", "MEMORY", "ATTEMPT", "TIME");
+  return absl::StrFormat("%9s  %9s  %9s  %10s  %9s  %9s  %9s  %10s  %10s  %10s  %10s  %7s  %s",
+                         "STEP", "LOSS", "NLL", "LR", "GRAD_NORM", "TOKENS/S", "UPD_NORM", "MEMORY",
+                         "GPU_ALLOC", "GPU_RESV", "GPU_PEAK", "ATTEMPT", "TIME");
 }
 
 std::string MetricRow(const v1::MetricPoint& p) {
-  return absl::StrFormat("%9d  %9.4f  %9.4f  %10.3e  %9.3f  %9s  %9.4f  %10s  %7d  %s", p.step(),
-                         p.loss(), p.nll(), p.lr(), p.grad_norm(), FormatCount(p.tokens_per_s()),
-                         p.update_norm(),
-                         p.memory_bytes() > 0 ? FormatBytes(p.memory_bytes()) : "-", p.attempt(),
-                         FormatTimestamp(p.time()));
+  auto bytes = [](int64_t n) { return n > 0 ? FormatBytes(n) : std::string("-"); };
+  return absl::StrFormat(
+      "%9d  %9.4f  %9.4f  %10.3e  %9.3f  %9s  %9.4f  %10s  %10s  %10s  %10s  %7d  %s", p.step(),
+      p.loss(), p.nll(), p.lr(), p.grad_norm(), FormatCount(p.tokens_per_s()), p.update_norm(),
+      bytes(p.memory_bytes()), bytes(p.gpu_allocated_bytes()), bytes(p.gpu_reserved_bytes()),
+      bytes(p.gpu_peak_allocated_bytes()), p.attempt(), FormatTimestamp(p.time()));
 }
 
 }  // namespace deepnet::ctl

@@ -116,6 +116,8 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   runtime.String("device", &c->runtime.device);
   runtime.String("attention", &c->runtime.attention);
   runtime.String("recompute", &c->runtime.recompute);
+  runtime.String("precision", &c->runtime.precision);
+  runtime.String("grad_reduce", &c->runtime.grad_reduce);
   runtime.Finish();
   YamlMapReader parallel = top.Section("parallel");
   parallel.Int("pipeline_stages", &c->parallel.pipeline_stages);
@@ -344,6 +346,8 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   }
   check.OneOf("runtime.attention", c.runtime.attention, {"auto", "sdpa", "reference"});
   check.OneOf("runtime.recompute", c.runtime.recompute, {"none", "layer"});
+  check.OneOf("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16", "tf32"});
+  check.OneOf("runtime.grad_reduce", c.runtime.grad_reduce, {"fp32", "bf16"});
 
   const ParallelConfig& par = c.parallel;
   check.AtLeast("parallel.pipeline_stages", par.pipeline_stages, 1);
@@ -549,6 +553,11 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat("job config ", path, ": read failed"));
   }
   return ParseJobConfig(text.str(), overrides, path);
+}
+
+std::string EffectivePrecision(const RuntimeConfig& runtime) {
+  if (runtime.precision != "auto") return runtime.precision;
+  return runtime.device.rfind("cuda", 0) == 0 ? "bf16" : "fp32";
 }
 
 std::vector<std::string> SyntheticDataLanguages() { return {"rev", "cap", "gr", "pig", "cp"}; }

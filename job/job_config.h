@@ -127,7 +127,18 @@ struct RuntimeConfig {
   // Activation recomputation: "none" or "layer" (each layer keeps only its input in forward
   // and runs again in backward).
   std::string recompute = "none";
+  // Compute precision: "auto" (bf16 on cuda, fp32 on cpu), "fp32", "bf16" (bf16 matrix products
+  // under autocast; fp32 master weights, Adam state, LayerNorm statistics and loss) or "tf32"
+  // (fp32 tensors, TF32 matrix products on CUDA; fp32 on CPU). EffectivePrecision resolves auto.
+  std::string precision = "auto";
+  // Dtype of the data-parallel gradient all-reduce: "fp32" or "bf16" (half the bytes over
+  // NCCL; Gloo and MPI sum the bf16-rounded values in fp32). The sum is rounded to bf16 before
+  // the fp32 optimiser step.
+  std::string grad_reduce = "fp32";
 };
+
+/// runtime.precision with "auto" resolved for runtime.device: "fp32", "bf16" or "tf32".
+std::string EffectivePrecision(const RuntimeConfig& runtime);
 
 /// How the job is split over processes: P pipeline stages x D data-parallel replicas = the
 /// world size of the launch (mpirun -np, srun -n, or the coordinator's gang).

@@ -109,6 +109,8 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "device", c.runtime.device);
   Emit(out, "attention", c.runtime.attention);
   Emit(out, "recompute", c.runtime.recompute);
+  Emit(out, "precision", c.runtime.precision);
+  Emit(out, "grad_reduce", c.runtime.grad_reduce);
   out << YAML::EndMap;
 
   out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap;

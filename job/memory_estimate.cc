@@ -60,6 +60,13 @@ int64_t DecoderLayerActivations(const DeepNetConfig& c, int64_t seq) {
   return Add(Add(Mul(20, d), Mul(2, f)), Mul(4, h, seq));
 }
 
+// Elements per token and layer of the residual stream that stay fp32 under autocast: the sum
+// into each sublayer's LayerNorm and the residual kept beside it, 2d per sublayer.
+int64_t ResidualElements(const DeepNetConfig& c, bool decoder) {
+  const int64_t sublayers = decoder && c.encoder_layers() > 0 ? 3 : 2;
+  return Mul(2 * sublayers, c.d_model());
+}
+
 struct Slice {
   int64_t enc_begin = 0, enc_end = 0, dec_begin = 0, dec_end = 0;
   bool has_enc() const { return enc_end > enc_begin; }
@@ -122,9 +129,10 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
     if (s.has_dec() && s.dec_end == m) params = Add(params, LayerNormParameters(c));
   }
   out.parameters = params;
-  out.parameter_bytes = Mul(params, b);
-  out.gradient_bytes = Mul(params, b);
-  out.optimizer_bytes = Mul(params, layout.precision == Precision::kFp32 ? 8 : 12);
+  const bool low = layout.precision != Precision::kFp32;
+  out.parameter_bytes = Mul(params, low ? 4 + b : 4);
+  out.gradient_bytes = Mul(params, 4);
+  out.optimizer_bytes = Mul(params, 8);
   out.buffer_bytes = Mul(std::max<int64_t>(c.max_positions(), 0), d, 4);
 
   int64_t elements = Add(Mul(enc_layers, EncoderLayerActivations(c, seq)),
@@ -140,6 +148,11 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
   if (s.has_enc() && s.enc_begin == 0) elements = Add(elements, Mul(2, d));
   if (s.has_dec() && s.dec_begin == 0) elements = Add(elements, Mul(2, d));
   int64_t per_micro_batch = Mul(Mul(elements, t), b);
+  if (low) {
+    const int64_t residual = Add(Mul(enc_layers, ResidualElements(c, false)),
+                                 Mul(dec_layers, ResidualElements(c, true)));
+    per_micro_batch = Add(per_micro_batch, Mul(Mul(residual, t), 4 - b));
+  }
   const bool owns_output = m > 0 ? s.has_dec() && s.dec_end == m : s.has_enc() && s.enc_end == n;
   // Logits, their log-softmax and their gradient, in fp32 (the loss is computed in fp32).
   if (owns_output) per_micro_batch = Add(per_micro_batch, Mul(Mul(3, t, v), 4));
@@ -260,7 +273,7 @@ std::string MemoryEstimate::Summary() const {
 
 MemoryLayout LayoutOf(const JobConfig& config) {
   MemoryLayout layout;
-  layout.precision = Precision::kFp32;
+  layout.precision = PrecisionOf(config);
   layout.pipeline_stages = config.parallel.pipeline_stages;
   layout.micro_batches = config.parallel.micro_batches;
   layout.gpipe = config.parallel.schedule == "gpipe";
@@ -270,6 +283,10 @@ MemoryLayout LayoutOf(const JobConfig& config) {
   // One example longer than max_tokens still forms a batch of one.
   layout.tokens_per_micro_batch = std::max(config.data.max_tokens, layout.sequence_length);
   return layout;
+}
+
+Precision PrecisionOf(const JobConfig& config) {
+  return EffectivePrecision(config.runtime) == "bf16" ? Precision::kBf16 : Precision::kFp32;
 }
 
 MemoryEstimate EstimateJobMemory(const JobConfig& config, int64_t vocab_when_unset) {

@@ -21,8 +21,10 @@ struct JobConfig;
 /// The value every byte count saturates at.
 inline constexpr int64_t kMemoryUnbounded = INT64_MAX;
 
-/// Precision of parameters, gradients and activations. Lower precisions keep an fp32 master
-/// copy of the parameters for the optimiser; Adam's two moments are fp32 in every case.
+/// Precision of the compute (runtime.precision; tf32 stores fp32 and counts as kFp32). Lower
+/// precisions are how the trainer runs them (docs/ARCHITECTURE.md "Mixed precision"): fp32
+/// parameters (the master copy) plus one 2-byte cast of them for the matrix products, fp32
+/// gradients and Adam moments, 2-byte activations except the fp32 residual stream.
 enum class Precision { kFp32, kBf16, kFp16 };
 std::string_view ToString(Precision precision);
 int64_t BytesPerElement(Precision precision);
@@ -51,9 +53,10 @@ struct StageMemory {
   int64_t stage = 0;
   int64_t layers = 0;           // Encoder and decoder layers on this stage.
   int64_t parameters = 0;       // Parameters this stage holds (a tied table once per stage).
-  int64_t parameter_bytes = 0;  // At the precision.
-  int64_t gradient_bytes = 0;   // At the precision.
-  // Adam's two fp32 moments, plus an fp32 master copy below fp32.
+  // fp32, plus the 2-byte working copy below fp32.
+  int64_t parameter_bytes = 0;
+  int64_t gradient_bytes = 0;  // fp32 (gradients accumulate into the fp32 master's).
+  // Adam's two fp32 moments.
   int64_t optimizer_bytes = 0;
   // Sinusoidal position table (fp32, max_positions x d_model).
   int64_t buffer_bytes = 0;
@@ -92,10 +95,12 @@ StageMemory EstimateStageMemory(const model::DeepNetConfig& model, const MemoryL
                                 int64_t stage);
 
 /// The layout a job runs with: its parallel section, its schedule, data.max_tokens and the
-/// sequence bound (data.max_len, else model.max_positions). The job's precision is fp32: the
-/// trainer has no other yet. A model.vocab_size of 0 (the tokenizer's) is estimated with
+/// sequence bound (data.max_len, else model.max_positions) and runtime.precision (auto resolved
+/// for runtime.device). A model.vocab_size of 0 (the tokenizer's) is estimated with
 /// `vocab_when_unset`.
 MemoryLayout LayoutOf(const JobConfig& config);
+/// The estimate's precision of a job: kBf16 for bf16 (also auto on cuda), else kFp32.
+Precision PrecisionOf(const JobConfig& config);
 MemoryEstimate EstimateJobMemory(const JobConfig& config, int64_t vocab_when_unset);
 
 /// The vocabulary assumed for a job whose model.vocab_size is 0 when the tokenizer is not at

@@ -18,6 +18,7 @@
 
 #include "model/kernels/attention_core.h"
 #include "model/kernels/fused_kernels.h"
+#include "model/precision.h"
 
 namespace deepnet::model {
 
@@ -262,7 +263,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                    heads, key_padding_mask, causal, scaling, options.dropout(),
                                    is_training());
     }
-    if (inner_attn_ln) out = inner_attn_ln(out);
+    if (inner_attn_ln) out = LayerNormFp32(inner_attn_ln, out);
     return kernels::Linear(out, out_proj->weight, out_proj->bias);
   }
 
@@ -309,7 +310,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   torch::Tensor out = AttendHeads(q, k, v, key_padding_mask, causal, past, dropout, backend)
                           .transpose(1, 2)
                           .reshape({b, t, d});
-  if (inner_attn_ln) out = inner_attn_ln(out);
+  if (inner_attn_ln) out = LayerNormFp32(inner_attn_ln, out);
   return out_proj(out);
 }
 

@@ -1,5 +1,6 @@
 #include "model/loss.h"
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
 
@@ -11,6 +12,8 @@ LossOutput LabelSmoothedCrossEntropy(const torch::Tensor& logits, const torch::T
   const int64_t vocab = logits.size(-1);
   TORCH_CHECK(logits.numel() / vocab == target.numel(), "logits ", logits.sizes(),
               " do not match target ", target.sizes());
+  // fp32 whatever the logits' dtype and the autocast state (bf16 logits are widened first).
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   auto lprobs = torch::log_softmax(logits.reshape({-1, vocab}).to(torch::kFloat), -1);
   auto flat_target = target.reshape({-1, 1});
   auto keep = flat_target.ne(pad_id);

@@ -14,6 +14,7 @@ struct LossOutput {
 /// Label-smoothed cross-entropy as in fairseq's label_smoothed_cross_entropy:
 ///   loss = (1 - eps - eps/(V-1)) * nll + eps/(V-1) * sum_v -log p_v
 /// logits [B, T, V] (or [N, V]), target [B, T] (or [N]); positions equal to pad_id ignored.
+/// Computed in fp32 for logits of any dtype, also under autocast.
 LossOutput LabelSmoothedCrossEntropy(const torch::Tensor& logits, const torch::Tensor& target,
                                      double epsilon, int64_t pad_id);
 

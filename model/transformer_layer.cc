@@ -5,6 +5,7 @@
 
 #include "model/kernels/fused_kernels.h"
 #include "model/kernels/residual_layer_norm.h"
+#include "model/precision.h"
 
 namespace deepnet::model {
 namespace {
@@ -111,7 +112,7 @@ torch::Tensor TransformerLayerBase::FeedForward(const torch::Tensor& x, torch::n
   torch::Tensor h = kernels::Linear(x, fc1->weight, fc1->bias);
   h = o.activation() == Activation::kRelu ? torch::relu(h) : torch::gelu(h);
   h = Dropout(h, o.activation_dropout(), training);
-  if (ffn_layernorm) h = ffn_layernorm(h);
+  if (ffn_layernorm) h = LayerNormFp32(ffn_layernorm, h);
   return kernels::Linear(h, fc2->weight, fc2->bias);
 }
 

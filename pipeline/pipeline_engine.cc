@@ -140,9 +140,15 @@ absl::Status PipelineEngine::Setup() {
       options_.replicas > 1 ? (bytes + options_.bucket_bytes - 1) / options_.bucket_bytes : 1;
   compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing,
                                             options_.recompute_layers);
-  // Boundary tensors travel in their own dtype and arrive as float32; a wire-dtype option
-  // connects to transfer_->set_wire_dtype / set_compute_dtype.
+  // Boundary tensors travel as options_.boundary_dtype (bf16 under bf16 precision) and arrive
+  // as float32, the residual stream's dtype.
   transfer_ = std::make_unique<BoundaryTransfer>(world_, options_.device);
+  transfer_->set_wire_dtype(options_.boundary_dtype);
+  compute_->set_bf16_autocast(options_.precision == model::ComputePrecision::kBf16,
+                              options_.device.type());
+  if (options_.device.is_cuda()) {
+    model::AllowTf32(options_.precision != model::ComputePrecision::kFp32);
+  }
   PlanBuckets();
   // A token for this run's shared temporary checkpoint folders, chosen by rank 0.
   auto token = BroadcastString(absl::StrCat(
@@ -278,12 +284,18 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   auto launch_buckets = [&](int segment) {
     for (const auto& b : buckets_) {
       if (b.ready_segment != segment) continue;
-      torch::Tensor grads = flat_->grads().narrow(0, b.offset, b.numel);
-      if (StagesReductions(*data_group_)) {  // Gloo/MPI with CUDA tensors: via host memory.
-        staged_reductions_.emplace_back(grads.cpu(), grads);
-        grads = staged_reductions_.back().first;
+      torch::Tensor bucket = flat_->grads().narrow(0, b.offset, b.numel);
+      torch::Tensor reduced = bucket;
+      if (options_.grad_reduce_dtype != bucket.scalar_type()) {
+        // NCCL sums bf16. Gloo (LibTorch 1.13) and MPI cannot: they sum the bf16-rounded
+        // values in fp32 (no bytes saved), and the sum is rounded to bf16 as well.
+        reduced = bucket.to(options_.grad_reduce_dtype);
+        if (data_group_->backend() != "nccl") reduced = reduced.to(bucket.scalar_type());
       }
-      auto work = data_group_->AllReduceSumAsync(grads);
+      // Gloo/MPI with CUDA tensors: via host memory.
+      if (StagesReductions(*data_group_)) reduced = reduced.cpu();
+      if (!reduced.is_same(bucket)) reduce_copies_.emplace_back(bucket, reduced);
+      auto work = data_group_->AllReduceSumAsync(reduced);
       if (!work.ok()) throw std::runtime_error(std::string(work.status().message()));
       pending_reductions_.push_back(*std::move(work));
     }
@@ -359,10 +371,14 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   torch::NoGradGuard no_grad;
   double sumsq = 0.0;
   if (replica_ == 0) {
-    sumsq = flat_->grads().pow(2).sum().item<double>();
+    // Summed on the device, one wait for the host (float64: the same rounding as host doubles).
+    torch::Tensor sq = flat_->grads().pow(2).sum().to(torch::kDouble);
     for (const auto& t : tied_) {
-      if (!t.counts_in_norm) sumsq -= flat_->View(flat_->grads(), t.entry).pow(2).sum().item<double>();
+      if (!t.counts_in_norm) {
+        sq = sq - flat_->View(flat_->grads(), t.entry).pow(2).sum().to(torch::kDouble);
+      }
     }
+    sumsq = sq.item<double>();
   }
   // One reduction carries the norm, the loss sums and every rank's timing of this step.
   const int world = world_->size();
@@ -370,6 +386,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   auto st = stats.accessor<double, 1>();
   st[0] = sumsq;
   if (last_stage()) {
+    sums.Settle();  // The step's one wait for the loss sums.
     st[1] = sums.loss;
     st[2] = sums.nll;
     st[3] = static_cast<double>(sums.tokens);
@@ -431,10 +448,10 @@ absl::Status PipelineEngine::ReduceGradients() {
     if (auto s = work->Wait(); !s.ok() && status.ok()) status = s;
   }
   pending_reductions_.clear();
-  for (auto& [host, device] : staged_reductions_) {
-    if (status.ok()) device.copy_(host);
+  for (auto& [bucket, reduced] : reduce_copies_) {
+    if (status.ok()) bucket.copy_(reduced.to(options_.grad_reduce_dtype));
   }
-  staged_reductions_.clear();
+  reduce_copies_.clear();
   if (!status.ok()) return status;
   for (auto& t : tied_) {
     torch::Tensor grad = flat_->View(flat_->grads(), t.entry);
@@ -487,6 +504,7 @@ absl::StatusOr<LossSums> PipelineEngine::Evaluate(const std::vector<MicroBatch>&
     if (!done.ok()) return done.status();
   }
   model_->train(was_training);
+  sums.Settle();
   torch::Tensor stats = torch::zeros({3}, torch::kDouble);
   stats[0] = sums.loss;
   stats[1] = sums.nll;

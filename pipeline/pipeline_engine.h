@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "model/deepnet.h"
+#include "model/precision.h"
 #include "pipeline/adamw.h"
 #include "pipeline/boundary_transfer.h"
 #include "pipeline/flat_parameters.h"
@@ -48,6 +49,16 @@ struct EngineOptions {
   // Global gradient-norm clip; 0 disables.
   double clip_norm = 0.0;
   torch::Device device = torch::kCPU;
+  // runtime.precision: kBf16 runs forward and backward under bf16 autocast (StageCompute) with
+  // the fp32 parameters as master weights; kTf32 and kBf16 allow TF32 products on CUDA.
+  model::ComputePrecision precision = model::ComputePrecision::kFp32;
+  // Dtype pipeline boundary tensors (activations, their gradients) travel in; kBFloat16 halves
+  // the bytes. Received tensors are float again.
+  torch::ScalarType boundary_dtype = torch::kFloat;
+  // Dtype of the data-parallel gradient all-reduce (runtime.grad_reduce): each bucket is
+  // rounded to it, summed (in it over NCCL; in fp32 over Gloo and MPI, which cannot sum bf16),
+  // and the sum rounded to it and widened back into the fp32 gradients.
+  torch::ScalarType grad_reduce_dtype = torch::kFloat;
   // Typical source/target lengths and sentences per micro-batch, for the stage cost model.
   int64_t source_length = 32;
   int64_t target_length = 32;
@@ -200,8 +211,9 @@ class PipelineEngine {
   std::vector<Bucket> buckets_;
   std::unique_ptr<BoundaryTransfer> transfer_;  // Activations and gradients to neighbours.
   std::vector<std::unique_ptr<comm::CommWork>> pending_reductions_;
-  // (host copy being reduced, device gradients it is copied back into) when StagesReductions.
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> staged_reductions_;
+  // Buckets reduced through another tensor: (fp32 gradient bucket, the copy being reduced, in
+  // grad_reduce_dtype and/or in host memory when StagesReductions); copied back after the wait.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> reduce_copies_;
   int64_t eval_calls_ = 0;  // Tags forward-only passes.
   bool probe_reference_ = false;
   torch::Tensor probe_f0_;  // Last stage: F(x, theta_0).

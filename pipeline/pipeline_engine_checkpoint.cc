@@ -1,8 +1,10 @@
 // PipelineEngine's sharded checkpoints: every stage writes its own shard of parameters and
-// optimiser state under global names, every rank its RNG state, rank 0 commits one manifest.
+// optimiser state under global names, every rank its RNG states (CPU, and each CUDA device's
+// when it trains on CUDA), rank 0 commits one manifest.
 // Loading reads tensors by name, so a checkpoint saved at P x D loads at any P' x D'.
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <cstring>
@@ -33,10 +35,36 @@ void SetCpuGeneratorState(const torch::Tensor& state) {
   gen.set_state(state);
 }
 
+// The CUDA generators' states (a CPU tensor each), by device, of every device this process sees;
+// none unless it trains on CUDA (asking would start CUDA in a CPU trainer). Device-generic
+// ATen calls: no CUDA header needed, and a CPU-only LibTorch never gets here.
+std::vector<std::pair<int, torch::Tensor>> CudaGeneratorStates(const torch::Device& device) {
+  std::vector<std::pair<int, torch::Tensor>> states;
+  if (!device.is_cuda()) return states;
+  const int count = static_cast<int>(torch::cuda::device_count());
+  for (int d = 0; d < count; ++d) {
+    auto gen = at::globalContext().defaultGenerator(
+        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(d)));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    states.emplace_back(d, gen.get_state());
+  }
+  return states;
+}
+
+void SetCudaGeneratorState(int device, const torch::Tensor& state) {
+  auto gen = at::globalContext().defaultGenerator(
+      c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
 std::string ModelShard(int stage) { return absl::StrFormat("model-s%03d.bin", stage); }
 std::string OptimizerShard(int stage) { return absl::StrFormat("optimizer-s%03d.bin", stage); }
 std::string RankShard(int rank) { return absl::StrFormat("trainer-r%05d.bin", rank); }
 std::string RngName(int rank) { return absl::StrCat("rng.cpu.rank", rank); }
+std::string CudaRngName(int device, int rank) {
+  return absl::StrCat("rng.cuda", device, ".rank", rank);
+}
 
 }  // namespace
 
@@ -106,6 +134,9 @@ absl::StatusOr<std::string> PipelineEngine::SaveCheckpoint(checkpoint::Checkpoin
   }
   if (wrote.ok()) {
     NamedTensors mine{{RngName(rank), CpuGeneratorState()}};
+    for (auto& [device, state] : CudaGeneratorStates(options_.device)) {
+      mine.emplace_back(CudaRngName(device, rank), std::move(state));
+    }
     if (rank == 0) mine.insert(mine.end(), rank0_tensors.begin(), rank0_tensors.end());
     wrote = checkpoint::CheckpointStore::WriteShard(*path, RankShard(rank), mine);
   }
@@ -163,6 +194,7 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
     std::vector<torch::Tensor> values(entries.size());
     NamedTensors moments;
     torch::Tensor rng, f0;
+    std::vector<std::pair<int, torch::Tensor>> cuda_rng;
     auto reader = checkpoint::CheckpointReader::Open(path);
     if (!reader.ok()) status = reader.status();
     if (status.ok()) {
@@ -206,6 +238,20 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
       auto value = (*reader)->Read(RngName(world_->rank()));
       if (value.ok()) rng = *std::move(value);
       else status = value.status();
+      // CUDA generators of the devices this rank sees and the checkpoint has (older
+      // checkpoints and CPU runs have none: then the generators keep their seeds).
+      const int devices =
+          options_.device.is_cuda() ? static_cast<int>(torch::cuda::device_count()) : 0;
+      for (int d = 0; status.ok() && d < devices; ++d) {
+        const std::string name = CudaRngName(d, world_->rank());
+        if (!(*reader)->Has(name)) continue;
+        auto state = (*reader)->Read(name);
+        if (!state.ok()) {
+          status = state.status();
+          break;
+        }
+        cuda_rng.emplace_back(d, *std::move(state));
+      }
     }
     auto everyone = AllOk(status.ok());
     if (!everyone.ok()) return everyone.status();
@@ -231,6 +277,7 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
     if (!any_f0.ok()) return any_f0.status();
     if (!*any_f0) probe_reference_ = true;
     if (rng.defined()) SetCpuGeneratorState(rng);
+    for (const auto& [device, state] : cuda_rng) SetCudaGeneratorState(device, state);
     return point;
   }
   return absl::NotFoundError("no checkpoint to resume from in " + store.dir());

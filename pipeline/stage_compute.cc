@@ -6,6 +6,7 @@
 
 #include "model/loss.h"
 #include "pipeline/layer_recompute.h"
+#include "model/precision.h"
 
 namespace deepnet::pipeline {
 
@@ -39,6 +40,23 @@ int StageCompute::SegmentOfLayer(int64_t layer) const {
     if (layer < segments_[k].end) return static_cast<int>(k);
   }
   return static_cast<int>(segments_.size()) - 1;
+}
+
+void LossSums::Add(const torch::Tensor& micro_loss, const torch::Tensor& micro_nll,
+                   int64_t micro_tokens) {
+  // float -> double is exact and the additions run in the same order as on the host before.
+  torch::Tensor both =
+      torch::stack({micro_loss.detach().to(torch::kDouble), micro_nll.detach().to(torch::kDouble)});
+  pending = pending.defined() ? pending + both : both;
+  tokens += micro_tokens;
+}
+
+void LossSums::Settle() {
+  if (!pending.defined()) return;
+  const torch::Tensor host = pending.cpu();
+  loss += host[0].item<double>();
+  nll += host[1].item<double>();
+  pending = torch::Tensor();
 }
 
 std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const MicroBatch& batch,
@@ -109,11 +127,7 @@ std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const Mi
   if (final_hidden != nullptr) *final_hidden = hidden;
   auto out = model::LabelSmoothedCrossEntropy(model_->output_logits(hidden), batch.tgt_out,
                                               label_smoothing_, c.pad_id());
-  if (sums != nullptr) {
-    sums->loss += out.loss.item<double>();
-    sums->nll += out.nll.item<double>();
-    sums->tokens += out.tokens;
-  }
+  if (sums != nullptr) sums->Add(out.loss, out.nll, out.tokens);
   return {out.loss * loss_scale};
 }
 
@@ -122,6 +136,17 @@ std::vector<torch::Tensor> StageCompute::Forward(int micro_batch, const MicroBat
                                                  double loss_scale, LossSums* sums,
                                                  torch::Tensor* final_hidden) {
   const bool grad = torch::GradMode::is_enabled();
+  // Autocast caches one bf16 cast per parameter on this thread. Parameters change only between
+  // steps, when no micro-batch is live: drop the casts then. Casts made without autograd carry
+  // no graph, so a forward-only pass drops them before and after.
+  struct CacheReset {
+    bool on;
+    ~CacheReset() {
+      if (on) model::ClearAutocastCache();
+    }
+  } reset_after{bf16_autocast_ && !grad};
+  if (bf16_autocast_ && (!grad || live_.empty())) model::ClearAutocastCache();
+  model::Bf16AutocastScope autocast(autocast_device_, bf16_autocast_);
   std::vector<SegmentContext> contexts;
   std::vector<torch::Tensor> current = inputs;
   for (const Segment& seg : segments_) {
@@ -153,6 +178,8 @@ std::vector<torch::Tensor> StageCompute::Backward(int micro_batch,
   TORCH_CHECK(it != live_.end(), "backward of micro-batch ", micro_batch,
               " that has no forward on this stage");
   std::vector<SegmentContext>& contexts = it->second;
+  // The same autocast state as Forward, for anything that reruns forward ops in backward.
+  model::Bf16AutocastScope autocast(autocast_device_, bf16_autocast_);
   std::vector<torch::Tensor> grads = output_grads;
   for (int k = static_cast<int>(contexts.size()) - 1; k >= 0; --k) {
     SegmentContext& ctx = contexts[k];

@@ -31,11 +31,17 @@ std::vector<std::vector<int64_t>> BoundaryShapes(const model::DeepNetConfig& con
                                                  int64_t boundary, int64_t batch, int64_t source,
                                                  int64_t target);
 
-/// Loss sums of the last stage over the micro-batches it ran.
+/// Loss sums of the last stage over the micro-batches it ran. Add keeps the sums on the loss's
+/// device (float64), so that a micro-batch never waits for the host; Settle copies them into
+/// loss/nll once, when the step reports them.
 struct LossSums {
   double loss = 0.0;  // Label-smoothed cross-entropy, summed over target tokens.
   double nll = 0.0;
   int64_t tokens = 0;
+  torch::Tensor pending;  // [loss, nll] added since the last Settle, on the device; or undefined.
+
+  void Add(const torch::Tensor& micro_loss, const torch::Tensor& micro_nll, int64_t micro_tokens);
+  void Settle();  // One device-to-host copy: pending into loss and nll.
 };
 
 /// Forward and backward of one pipeline stage's slice for a sequence of micro-batches, with no
@@ -68,6 +74,14 @@ class StageCompute {
   std::vector<torch::Tensor> Backward(int micro_batch, const std::vector<torch::Tensor>& output_grads,
                                       const std::function<void(int)>& segment_done = {});
 
+  // bf16 compute (runtime.precision bf16): Forward and Backward run under bf16 autocast for
+  // `device`'s type on the calling thread (model/precision.h). Off by default.
+  void set_bf16_autocast(bool on, c10::DeviceType device) {
+    bf16_autocast_ = on;
+    autocast_device_ = device;
+  }
+  bool bf16_autocast() const { return bf16_autocast_; }
+
   int num_segments() const { return static_cast<int>(segments_.size()); }
   // Segment holding global layer index `layer` (order [encoder..., decoder...]) of this slice.
   int SegmentOfLayer(int64_t layer) const;
@@ -96,6 +110,8 @@ class StageCompute {
   int64_t end_ = 0;
   std::vector<Segment> segments_;
   std::map<int, std::vector<SegmentContext>> live_;  // micro-batch -> [segment]
+  bool bf16_autocast_ = false;
+  c10::DeviceType autocast_device_ = c10::DeviceType::CPU;
 };
 
 }  // namespace deepnet::pipeline

@@ -43,6 +43,7 @@ METRICS=(
   deepnet_job_gradient_norm             # gauge {job}
   deepnet_job_update_norm               # gauge {job}
   deepnet_job_memory_bytes              # gauge {job}
+  deepnet_job_gpu_memory_bytes          # gauge {job,kind}
 )
 HISTOGRAMS=(deepnet_job_queue_wait_seconds deepnet_job_time_to_running_seconds
             deepnet_scheduler_decision_seconds)

@@ -1,5 +1,8 @@
 #include "train/engine_options.h"
 
+#include "absl/strings/str_cat.h"
+#include "model/precision.h"
+
 namespace deepnet::train {
 
 absl::StatusOr<pipeline::EngineOptions> EngineOptionsFor(const job::JobConfig& config,
@@ -24,6 +27,14 @@ absl::StatusOr<pipeline::EngineOptions> EngineOptionsFor(const job::JobConfig& c
   engine.device = device;
   engine.measure_layer_costs = par.partition == "measured";
   engine.recompute_layers = config.runtime.recompute == "layer";
+  auto precision = model::ParseComputePrecision(job::EffectivePrecision(config.runtime));
+  if (!precision) {
+    return absl::InvalidArgumentError(absl::StrCat("runtime.precision: unknown value '",
+                                                   config.runtime.precision, "'"));
+  }
+  engine.precision = *precision;
+  if (engine.precision == model::ComputePrecision::kBf16) engine.boundary_dtype = torch::kBFloat16;
+  if (config.runtime.grad_reduce == "bf16") engine.grad_reduce_dtype = torch::kBFloat16;
   return engine;
 }
 

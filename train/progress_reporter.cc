@@ -69,6 +69,11 @@ void ProgressReporter::Step(const StepMetrics& m) {
       j["stage_compute_s"] = m.stage_compute_s;
       j["stage_idle"] = m.stage_idle;
     }
+    if (m.on_gpu) {
+      j["gpu_allocated_bytes"] = m.gpu_allocated_bytes;
+      j["gpu_reserved_bytes"] = m.gpu_reserved_bytes;
+      j["gpu_peak_allocated_bytes"] = m.gpu_peak_allocated_bytes;
+    }
     *out_ << j.dump() << "\n" << std::flush;
     return;
   }
@@ -78,6 +83,12 @@ void ProgressReporter::Step(const StepMetrics& m) {
         << "  lr " << Format("%.3e", m.lr) << "  gnorm " << Format("%.3f", m.grad_norm) << "  "
         << Format("%.0f", m.tokens_per_s) << " tok/s";
   if (m.update_norm) *out_ << "  |dF| " << Format("%.4f", *m.update_norm);
+  if (m.on_gpu) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    *out_ << "  gpu " << Format("%.2f", static_cast<double>(m.gpu_allocated_bytes) / kGiB) << "/"
+          << Format("%.2f", static_cast<double>(m.gpu_reserved_bytes) / kGiB) << " GiB (peak "
+          << Format("%.2f", static_cast<double>(m.gpu_peak_allocated_bytes) / kGiB) << ")";
+  }
   *out_ << "  elapsed " << FormatDuration(m.elapsed_s) << "  ETA " << FormatDuration(m.eta_s)
         << "\n"
         << std::flush;

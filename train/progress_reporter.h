@@ -29,6 +29,11 @@ struct StepMetrics {
   // fraction of the pipeline schedule it was not computing (the bubble); empty for one process.
   std::vector<double> stage_compute_s;
   std::vector<double> stage_idle;
+  // This rank's CUDA memory (train::CudaMemory) when it trains on a GPU; unset on CPU.
+  bool on_gpu = false;
+  int64_t gpu_allocated_bytes = 0;
+  int64_t gpu_reserved_bytes = 0;
+  int64_t gpu_peak_allocated_bytes = 0;
 };
 
 struct ValidMetrics {

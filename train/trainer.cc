@@ -16,6 +16,7 @@
 #include "pipeline/stage_partition.h"
 #include "train/batch_tensors.h"
 #include "train/engine_options.h"
+#include "train/cuda_device.h"
 
 namespace deepnet::train {
 namespace {
@@ -290,6 +291,13 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep() {
       m.stage_idle.push_back(t.schedule_s > 0 ? 1.0 - t.compute_s / t.schedule_s : 0.0);
     }
   }
+  if (device_.is_cuda()) {  // Host-side counters of the caching allocator: no device sync.
+    const GpuMemory gpu = CudaMemory(device_.has_index() ? device_.index() : 0);
+    m.on_gpu = true;
+    m.gpu_allocated_bytes = gpu.allocated;
+    m.gpu_reserved_bytes = gpu.reserved;
+    m.gpu_peak_allocated_bytes = gpu.peak_allocated;
+  }
   return m;
 }
 
@@ -344,7 +352,11 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.start_step = step_;
   summary.rejected_checkpoints = rejected_;
   const auto& tc = config_.train;
-  reporter_->Event("start", absl::StrCat(config_.name, ": ", model::DescribeShape(config_.model),
+  // The precision that runs, e.g. "bf16 on cuda (gradients reduced in fp32)".
+  const std::string shape = absl::StrCat(
+      model::DescribeShape(config_.model), ", ", job::EffectivePrecision(config_.runtime), " on ",
+      config_.runtime.device, " (gradients reduced in ", config_.runtime.grad_reduce, ")");
+  reporter_->Event("start", absl::StrCat(config_.name, ": ", shape,
                                          ", ", data_.train_examples(), " train / ",
                                          data_.valid_examples(), " valid pairs in ",
                                          data_.pairs.size(), " directions, from step ", step_,

@@ -171,6 +171,39 @@ HostFacts DetectHostFacts(const std::string& advertise_address, std::vector<std:
   return facts;
 }
 
+absl::StatusOr<std::string> TrainerVisibleDevices(
+    const std::optional<std::string>& cuda_visible_devices, int device_index) {
+  if (device_index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("CUDA device index ", device_index, " < 0"));
+  }
+  if (!cuda_visible_devices) return std::to_string(device_index);
+  std::vector<std::string> entries;
+  for (absl::string_view item : absl::StrSplit(*cuda_visible_devices, ',')) {
+    entries.emplace_back(absl::StripAsciiWhitespace(item));
+  }
+  if (entries.size() == 1 && entries[0].empty()) entries.clear();  // "" hides every GPU.
+  if (device_index >= static_cast<int>(entries.size()) ||
+      entries[static_cast<size_t>(device_index)].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA_VISIBLE_DEVICES=\"", *cuda_visible_devices, "\" has no entry ",
+                     device_index, " for the slot on CUDA device ", device_index, " (it lists ",
+                     entries.size(), "); set --slots to at most that many"));
+  }
+  return entries[static_cast<size_t>(device_index)];
+}
+
+absl::Status AssignTrainerDevices(std::vector<SlotInfo>* slots,
+                                  const std::optional<std::string>& cuda_visible_devices) {
+  for (SlotInfo& slot : *slots) {
+    if (!slot.cuda) continue;
+    absl::StatusOr<std::string> visible =
+        TrainerVisibleDevices(cuda_visible_devices, slot.device_index);
+    if (!visible.ok()) return visible.status();
+    slot.cuda_visible_devices = *std::move(visible);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<SlotInfo>> PlanSlots(int requested, int gpu_count) {
   if (requested < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--slots: ", requested, " is negative"));

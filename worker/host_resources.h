@@ -37,6 +37,9 @@ struct SlotInfo {
   int device_index = -1;
   // Memory one rank may use here, in bytes (AssignSlotMemory); 0: unknown.
   int64_t memory_bytes = 0;
+  // The trainer's CUDA_VISIBLE_DEVICES (AssignTrainerDevices): the one entry naming this slot's
+  // GPU, so that the trainer sees it alone, as cuda:0. "" for a CPU slot.
+  std::string cuda_visible_devices = "";
 };
 
 // GPU model names from `proc_dir`/<pci bus id>/information ("Model: ..." lines, the NVIDIA
@@ -72,6 +75,18 @@ std::string AssignSlotMemory(std::vector<SlotInfo>* slots, int64_t override_byte
 // address ("" becomes the address the hostname resolves to, else the hostname).
 HostFacts DetectHostFacts(const std::string& advertise_address, std::vector<std::string> gpu_names,
                           const std::string& version, const std::string& torch_version);
+
+// The CUDA_VISIBLE_DEVICES value that shows a trainer only the GPU this daemon calls CUDA
+// ordinal `device_index`: the ordinal itself when the daemon's own `cuda_visible_devices` is
+// unset, else that list's entry number `device_index` (an ordinal or a GPU-/MIG- UUID, passed on
+// as written; entries are comma-separated, blanks trimmed, CUDA's rule). InvalidArgument naming
+// CUDA_VISIBLE_DEVICES when the list has no such entry.
+[[nodiscard]] absl::StatusOr<std::string> TrainerVisibleDevices(
+    const std::optional<std::string>& cuda_visible_devices, int device_index);
+
+// Sets cuda_visible_devices of every CUDA slot from its device_index (TrainerVisibleDevices).
+[[nodiscard]] absl::Status AssignTrainerDevices(
+    std::vector<SlotInfo>* slots, const std::optional<std::string>& cuda_visible_devices);
 
 // The slots of a worker: `requested` (0: the default) CUDA slots 0..requested-1 on a machine
 // with GPUs (default: one per GPU), else `requested` CPU slots (default 1). InvalidArgument

@@ -1,5 +1,7 @@
 #include "worker/trainer_output_parser.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
@@ -44,6 +46,11 @@ std::optional<TrainerStep> ParseStep(const Json& j) {
   out.grad_norm = Number(j, "grad_norm").value_or(0.0);
   out.tokens_per_s = Number(j, "tokens_per_s").value_or(0.0);
   out.update_norm = Number(j, "update_norm");
+  // Byte counts: non-negative integers, else absent (0).
+  auto bytes = [&](const char* key) { return std::max<int64_t>(0, Integer(j, key).value_or(0)); };
+  out.gpu_allocated_bytes = bytes("gpu_allocated_bytes");
+  out.gpu_reserved_bytes = bytes("gpu_reserved_bytes");
+  out.gpu_peak_allocated_bytes = bytes("gpu_peak_allocated_bytes");
   return out;
 }
 

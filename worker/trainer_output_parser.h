@@ -24,6 +24,11 @@ struct TrainerStep {
   double tokens_per_s = 0.0;
   // ||F(x, theta_step) - F(x, theta_0)|| on the probe batch; nullopt when not measured.
   std::optional<double> update_norm;
+  // The rank's CUDA memory in bytes (allocated, reserved, peak allocated); 0 when the line has
+  // none (a CPU trainer).
+  int64_t gpu_allocated_bytes = 0;
+  int64_t gpu_reserved_bytes = 0;
+  int64_t gpu_peak_allocated_bytes = 0;
 };
 
 // One {"event":"checkpoint","message":"saved DIR/step_000001500",...} line.

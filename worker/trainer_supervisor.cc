@@ -165,7 +165,13 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   set_if("DEEPNET_TLS_SERVER_NAME", options_.tls_server_name);
   set_if("DEEPNET_ADVERTISE_ADDRESS", options_.advertise_address);
   const SlotInfo& slot = options_.slots[static_cast<size_t>(rank.slot_index)];
-  if (slot.cuda) vars["DEEPNET_CUDA_DEVICE"] = std::to_string(slot.device_index);
+  if (slot.cuda) {
+    // One GPU per trainer: it sees only its slot's device, as cuda:0 (set_device picks it).
+    vars["CUDA_VISIBLE_DEVICES"] = slot.cuda_visible_devices.empty()
+                                       ? std::to_string(slot.device_index)
+                                       : slot.cuda_visible_devices;
+    vars["DEEPNET_CUDA_DEVICE"] = "0";
+  }
   // The trainer checks its memory estimate against this before it builds the model.
   if (slot.memory_bytes > 0) vars["DEEPNET_SLOT_MEMORY_BYTES"] = std::to_string(slot.memory_bytes);
   std::vector<std::string> env;

@@ -86,6 +86,9 @@ v1::WorkerMessage ToProto(const MetricBatch& batch) {
     SetTime(p.time, point->mutable_time());
     point->set_attempt(batch.attempt);
     point->set_memory_bytes(p.memory_bytes);
+    point->set_gpu_allocated_bytes(p.values.gpu_allocated_bytes);
+    point->set_gpu_reserved_bytes(p.values.gpu_reserved_bytes);
+    point->set_gpu_peak_allocated_bytes(p.values.gpu_peak_allocated_bytes);
   }
   for (int64_t step : batch.checkpoint_steps) report->add_checkpoint_steps(step);
   return message;

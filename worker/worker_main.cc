@@ -186,6 +186,11 @@ int main(int argc, char** argv) {
       worker::PlanSlots(slots, static_cast<int>(gpus.size()));
   if (!planned.ok()) return Fail(std::string(planned.status().message()));
   sup.slots = *planned;
+  if (absl::Status s = worker::AssignTrainerDevices(
+          &sup.slots, visible != nullptr ? std::optional<std::string>(visible) : std::nullopt);
+      !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
   for (char** e = environ; *e != nullptr; ++e) sup.base_env.emplace_back(*e);
   sup.token = options.token;
   sup.ca_cert_file = ca_cert.empty() ? "" : std::filesystem::absolute(ca_cert, ec).string();

@@ -7,6 +7,8 @@
 
 #include <torch/nn/functional/linear.h>
 
+#include "model/precision.h"
+
 namespace deepnet::model::kernels {
 namespace {
 
@@ -27,12 +29,16 @@ bool FusedKernelsEnabled() { return Enabled().load(std::memory_order_relaxed); }
 void SetFusedKernelsEnabled(bool enabled) { Enabled().store(enabled, std::memory_order_relaxed); }
 
 bool UseFusedKernels(const torch::Tensor& t) {
-  return FusedKernelsEnabled() && t.device().is_cpu() && t.scalar_type() == torch::kFloat;
+  // Under bf16 autocast the sublayers' inputs are bf16 even where the residual stream is fp32.
+  return FusedKernelsEnabled() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
+         !AutocastEnabled(c10::DeviceType::CPU);
 }
 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
-  if (x.dim() <= 2 || !bias.defined() || !x.is_contiguous()) {
+  // Under autocast, linear casts the weight (a leaf) once per step through autocast's cache;
+  // addmm would cast the transposed view on every call.
+  if (x.dim() <= 2 || !bias.defined() || !x.is_contiguous() || AutocastEnabled(x.device().type())) {
     return torch::nn::functional::linear(x, weight, bias);
   }
   std::vector<int64_t> sizes = x.sizes().vec();

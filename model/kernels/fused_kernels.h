@@ -11,7 +11,7 @@ namespace deepnet::model::kernels {
 bool FusedKernelsEnabled();
 void SetFusedKernelsEnabled(bool enabled);
 
-/// FusedKernelsEnabled() and `t` is a float32 CPU tensor.
+/// FusedKernelsEnabled() and `t` is a float32 CPU tensor, outside CPU autocast.
 bool UseFusedKernels(const torch::Tensor& t);
 
 /// x W^T + b for x [..., in]: one addmm over the flattened rows when x is contiguous. LibTorch

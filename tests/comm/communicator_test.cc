@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "comm/communicator_factory.h"
+#include "comm/host_staged_communicator.h"
 #include "comm/launch_env.h"
 #include "comm/loopback_communicator.h"
+#include "tests/comm/cpu_only_communicator.h"
 #include "tests/temp_dir.h"
 
 namespace deepnet::comm {
@@ -69,6 +71,30 @@ TEST(LoopbackCommunicatorTest, SendRecvToSelfIsFifoPerTag) {
   EXPECT_TRUE(torch::equal(out, torch::full({3}, 1.0)));
   ASSERT_TRUE(comm.Recv(out, 0, 7).ok());
   EXPECT_TRUE(torch::equal(out, torch::full({3}, 2.0)));
+}
+
+// CPU tensors pass straight through (device tensors: tests/gpu, label gpu).
+TEST(HostStagedCommunicatorTest, PassesCpuTensorsThrough) {
+  auto inner = std::make_unique<testing::CpuOnlyCommunicator>();
+  testing::CpuOnlyCommunicator* raw = inner.get();
+  HostStagedCommunicator comm(std::move(inner));
+  EXPECT_EQ(comm.backend(), "cpu-only");
+  torch::Tensor t = torch::full({3}, 1.5);
+  ASSERT_TRUE(comm.AllReduceSum(t).ok());
+  EXPECT_TRUE(torch::equal(t, torch::full({3}, 3.0)));
+  ASSERT_TRUE(comm.Send(torch::full({2}, 4.0), 0, 1).ok());
+  torch::Tensor got = torch::zeros({2});
+  ASSERT_TRUE(comm.Recv(got, 0, 1).ok());
+  EXPECT_TRUE(torch::equal(got, torch::full({2}, 4.0)));
+  ASSERT_TRUE(comm.Broadcast(got, 0).ok());
+  EXPECT_EQ(raw->calls, 4);
+  auto group = comm.Split(0, 0);
+  ASSERT_TRUE(group.ok());
+  ASSERT_NE(*group, nullptr);
+  EXPECT_NE(dynamic_cast<HostStagedCommunicator*>(group->get()), nullptr);
+  auto none = comm.Split(-1, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, nullptr);
 }
 
 TEST(LoopbackCommunicatorTest, SendCopiesSoTheSenderMayReuseItsTensor) {
@@ -238,6 +264,36 @@ TEST(LaunchEnvTest, DeepnetVariablesTakePrecedence) {
   EXPECT_EQ(env->rank, 1);
   EXPECT_EQ(env->world_size, 2);
   EXPECT_EQ(env->local_rank, 1);  // One node assumed when nothing says otherwise.
+}
+
+TEST(LaunchEnvTest, SelectsOneCudaDevicePerRank) {
+  // mpirun with 4 ranks on a node: local rank modulo the visible GPUs.
+  absl::StatusOr<LaunchEnv> env = Detect({{"OMPI_COMM_WORLD_RANK", "7"},
+                                          {"OMPI_COMM_WORLD_SIZE", "8"},
+                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(*SelectCudaDevice(*env, 8), 3);
+  EXPECT_EQ(*SelectCudaDevice(*env, 2), 1);
+  EXPECT_EQ(*SelectCudaDevice(*env, 1), 0);  // Four ranks share the one GPU.
+  // srun without SLURM_NTASKS_PER_NODE but with a local id.
+  env = Detect({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(*SelectCudaDevice(*env, 4), 1);
+  // deepnet-worker names the device; it wins over the local rank.
+  env = Detect({{"DEEPNET_RANK", "1"},
+                {"DEEPNET_WORLD_SIZE", "2"},
+                {"DEEPNET_LOCAL_RANK", "1"},
+                {"DEEPNET_CUDA_DEVICE", "0"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(*SelectCudaDevice(*env, 1), 0);
+  env->cuda_device = 2;
+  absl::StatusOr<int> beyond = SelectCudaDevice(*env, 2);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_THAT(std::string(beyond.status().message()), HasSubstr("DEEPNET_CUDA_DEVICE=2"));
+  absl::StatusOr<int> none = SelectCudaDevice(LaunchEnv{}, 0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("no CUDA device"));
 }
 
 TEST(LaunchEnvTest, PmixTakesSizeFromOtherVariables) {

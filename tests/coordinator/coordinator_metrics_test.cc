@@ -112,6 +112,24 @@ TEST(CoordinatorMetricsTest, CountersAndHistogramsAppear) {
   EXPECT_THAT(text, HasSubstr("# HELP deepnet_jobs_submitted_total "));
 }
 
+TEST(CoordinatorMetricsTest, GpuMemorySeriesOnlyForGpuJobs) {
+  auto metrics = MakeMetrics();
+  ASSERT_NE(metrics, nullptr);
+  TrainingSample gpu = Sample(5);
+  gpu.gpu_memory = TrainingSample::GpuMemory{1024, 4096, 2048};
+  metrics->SetJobTraining("j-gpu", gpu);
+  metrics->SetJobTraining("j-cpu", Sample(5));
+  std::string text = metrics->Serialize();
+  EXPECT_THAT(text,
+              HasSubstr("deepnet_job_gpu_memory_bytes{job=\"j-gpu\",kind=\"allocated\"} 1024"));
+  EXPECT_THAT(text,
+              HasSubstr("deepnet_job_gpu_memory_bytes{job=\"j-gpu\",kind=\"reserved\"} 4096"));
+  EXPECT_THAT(text, HasSubstr("deepnet_job_gpu_memory_bytes{job=\"j-gpu\",kind=\"peak\"} 2048"));
+  EXPECT_THAT(text, Not(HasSubstr("deepnet_job_gpu_memory_bytes{job=\"j-cpu\"")));
+  metrics->RemoveJob("j-gpu");
+  EXPECT_THAT(metrics->Serialize(), Not(HasSubstr("j-gpu")));
+}
+
 TEST(CoordinatorMetricsTest, PerJobGaugesAndRemoveJob) {
   auto metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);

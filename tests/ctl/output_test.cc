@@ -155,6 +155,15 @@ TEST(CtlOutputTest, TablesShowJobsCheckpointsAndMetrics) {
   EXPECT_THAT(row, HasSubstr("2.5000"));
   EXPECT_THAT(row, HasSubstr("12.3k"));
   EXPECT_EQ(MetricHeaderRow().find("LOSS") + 4, row.find("2.5000") + 6);  // Right-aligned.
+  v1::MetricPoint gpu = testing::Point(121, 2.5);
+  gpu.set_gpu_allocated_bytes(int64_t{3} << 30);
+  gpu.set_gpu_reserved_bytes(int64_t{5} << 30);
+  gpu.set_gpu_peak_allocated_bytes(int64_t{4} << 30);
+  const std::string gpu_row = MetricRow(gpu);
+  EXPECT_THAT(MetricHeaderRow(), HasSubstr("GPU_PEAK"));
+  EXPECT_THAT(gpu_row, HasSubstr("3.0 GiB"));
+  EXPECT_THAT(gpu_row, HasSubstr("5.0 GiB"));
+  EXPECT_EQ(MetricHeaderRow().find("GPU_PEAK") + 8, gpu_row.find("4.0 GiB") + 7);
 }
 
 TEST(CtlOutputTest, WorkerTableSummarisesDevicesAndHidesOtherUsersJobs) {

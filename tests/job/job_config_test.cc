@@ -100,6 +100,8 @@ void ExpectSameConfig(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.runtime.device, b.runtime.device);
   EXPECT_EQ(a.runtime.attention, b.runtime.attention);
   EXPECT_EQ(a.runtime.recompute, b.runtime.recompute);
+  EXPECT_EQ(a.runtime.precision, b.runtime.precision);
+  EXPECT_EQ(a.runtime.grad_reduce, b.runtime.grad_reduce);
   EXPECT_EQ(a.scheduling.priority, b.scheduling.priority);
   EXPECT_EQ(a.scheduling.max_restarts, b.scheduling.max_restarts);
   EXPECT_EQ(a.scheduling.hang_timeout_s, b.scheduling.hang_timeout_s);
@@ -307,6 +309,26 @@ TEST(JobConfigTest, OutOfRangeValueIsNamedWithItsRange) {
             "job.yaml: runtime.intra_op_threads: must be >= 1 (got 0)");
   EXPECT_EQ(ParseError("data:\n  max_len: 2000\n"),
             "job.yaml: data.max_len: must be <= model.max_positions (2000 > 1024)");
+}
+
+TEST(JobConfigTest, PrecisionFieldsParseResolveAndNameBadValues) {
+  const JobConfig defaults = ParseOk("");
+  EXPECT_EQ(defaults.runtime.precision, "auto");
+  EXPECT_EQ(defaults.runtime.grad_reduce, "fp32");
+  EXPECT_EQ(EffectivePrecision(defaults.runtime), "fp32");  // auto on cpu
+  for (const char* p : {"fp32", "bf16", "tf32"}) {
+    const JobConfig c = ParseOk(std::string("runtime:\n  precision: ") + p + "\n");
+    EXPECT_EQ(c.runtime.precision, p);
+    EXPECT_EQ(EffectivePrecision(c.runtime), p);
+  }
+  JobConfig cuda = ParseOk("runtime:\n  device: cuda\n  grad_reduce: bf16\n");
+  EXPECT_EQ(EffectivePrecision(cuda.runtime), "bf16");  // auto on cuda
+  EXPECT_EQ(cuda.runtime.grad_reduce, "bf16");
+  EXPECT_EQ(ParseOk("", {"runtime.precision=bf16"}).runtime.precision, "bf16");
+  EXPECT_EQ(ParseError("runtime:\n  precision: fp16\n"),
+            "job.yaml: runtime.precision: must be one of auto, fp32, bf16, tf32 (got 'fp16')");
+  EXPECT_EQ(ParseError("runtime:\n  grad_reduce: fp8\n"),
+            "job.yaml: runtime.grad_reduce: must be one of fp32, bf16 (got 'fp8')");
 }
 
 TEST(JobConfigTest, EnumeratedValuesListTheAllowedOnes) {

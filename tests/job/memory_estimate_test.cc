@@ -85,12 +85,30 @@ TEST(MemoryEstimateTest, LowerPrecisionKeepsAnFp32MasterCopy) {
   for (Precision p : {Precision::kBf16, Precision::kFp16}) {
     layout.precision = p;
     const StageMemory s = EstimateMemory(Small(), layout).largest;
-    EXPECT_EQ(s.parameter_bytes, 3088 * 2) << ToString(p);
-    EXPECT_EQ(s.gradient_bytes, 3088 * 2);
-    EXPECT_EQ(s.optimizer_bytes, 3088 * 12);  // two fp32 moments + fp32 master
-    EXPECT_EQ(s.activation_bytes_per_micro_batch, 768 * 4 * 2 + 480);
-    EXPECT_EQ(s.total_bytes, 6176 + 6176 + 37056 + 1024 + 6624);
+    EXPECT_EQ(s.parameter_bytes, 3088 * (4 + 2)) << ToString(p);  // fp32 master + 2-byte cast
+    EXPECT_EQ(s.gradient_bytes, 3088 * 4);                        // fp32
+    EXPECT_EQ(s.optimizer_bytes, 3088 * 8);                       // two fp32 moments
+    // 768 elements per token at 2 bytes, plus 2 more bytes for the fp32 residual stream (2d
+    // per sublayer: encoder 2 x 4d, decoder 2 x 6d = 160 per token), plus the fp32 logits.
+    EXPECT_EQ(s.activation_bytes_per_micro_batch, 768 * 4 * 2 + 160 * 4 * 2 + 480);
+    EXPECT_EQ(s.total_bytes, 18528 + 12352 + 24704 + 1024 + 7904);
   }
+}
+
+TEST(MemoryEstimateTest, JobPrecisionFollowsRuntimePrecision) {
+  JobConfig job;
+  job.model = Small();
+  EXPECT_EQ(PrecisionOf(job), Precision::kFp32);  // auto on cpu
+  job.runtime.precision = "bf16";
+  EXPECT_EQ(PrecisionOf(job), Precision::kBf16);
+  EXPECT_EQ(LayoutOf(job).precision, Precision::kBf16);
+  job.runtime.precision = "tf32";  // fp32 storage
+  EXPECT_EQ(PrecisionOf(job), Precision::kFp32);
+  job.runtime.precision = "auto";
+  job.runtime.device = "cuda:1";
+  EXPECT_EQ(PrecisionOf(job), Precision::kBf16);
+  job.runtime.precision = "fp32";
+  EXPECT_EQ(PrecisionOf(job), Precision::kFp32);
 }
 
 TEST(MemoryEstimateTest, UntiedTablesAreCountedPerStage) {

@@ -57,10 +57,12 @@ struct StepResult {
 StepResult RunStep(model::DeepNetImpl* m, int64_t segments, bool recompute,
                    const std::vector<MicroBatch>& batches,
                    const std::vector<std::vector<torch::Tensor>>& inputs,
-                   const std::vector<std::vector<torch::Tensor>>& output_grads) {
+                   const std::vector<std::vector<torch::Tensor>>& output_grads,
+                   bool bf16_autocast = false) {
   for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
   torch::manual_seed(1234);
   StageCompute compute(m, segments, 0.1, recompute);
+  compute.set_bf16_autocast(bf16_autocast, c10::DeviceType::CPU);
   StepResult r;
   LossSums sums;
   auto forward = [&](int i) { compute.Forward(i, batches[i], inputs[i], 1.0, &sums); };
@@ -78,6 +80,7 @@ StepResult RunStep(model::DeepNetImpl* m, int64_t segments, bool recompute,
   for (auto& p : m->parameters()) {
     r.grads.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
   }
+  sums.Settle();
   r.loss = sums.loss;
   r.next_draw = torch::rand({4});
   return r;
@@ -178,6 +181,20 @@ TEST_P(StageRecomputeTest, MiddleStageGradientsAreBitEqual) {
     StepResult recomputed = RunStep(net.get(), segments, true, batches, inputs, output_grads);
     ExpectBitEqual(plain, recomputed, Names(*net));
   }
+}
+
+TEST_P(StageRecomputeTest, Bf16AutocastGradientsAreBitEqual) {
+  // runtime.precision: bf16 on the CPU: StageCompute's autocast covers the recomputation too.
+  const model::DeepNetConfig c = SmallConfig(GetParam().norm, GetParam().encoder_layers);
+  model::DeepNet net(c);
+  model::InitializeParameters(*net, 5);
+  net->train();
+  torch::manual_seed(99);
+  std::vector<MicroBatch> batches{RandomBatch(3, 7, 6), RandomBatch(2, 5, 8), RandomBatch(3, 6, 6)};
+  const std::vector<std::vector<torch::Tensor>> none(3);
+  StepResult plain = RunStep(net.get(), 2, false, batches, none, none, true);
+  StepResult recomputed = RunStep(net.get(), 2, true, batches, none, none, true);
+  ExpectBitEqual(plain, recomputed, Names(*net));
 }
 
 std::vector<Variant> Variants() {

@@ -121,6 +121,31 @@ TEST(PlanSlotsTest, RejectsMoreSlotsThanGpus) {
   EXPECT_FALSE(PlanSlots(-1, 0).ok());
 }
 
+TEST(TrainerVisibleDevicesTest, MapsTheSlotThroughTheDaemonsOwnList) {
+  EXPECT_EQ(*TrainerVisibleDevices(std::nullopt, 3), "3");
+  EXPECT_EQ(*TrainerVisibleDevices("4,6", 1), "6");
+  EXPECT_EQ(*TrainerVisibleDevices(" 2 , 5 ", 0), "2");
+  EXPECT_EQ(*TrainerVisibleDevices("GPU-11aa,MIG-22bb", 1), "MIG-22bb");
+  for (const auto& [list, index] :
+       std::vector<std::pair<std::string, int>>{{"4,6", 2}, {"", 0}, {"4,,6", 1}}) {
+    auto visible = TrainerVisibleDevices(list, index);
+    ASSERT_FALSE(visible.ok()) << list << " " << index;
+    EXPECT_THAT(visible.status().message(), HasSubstr("CUDA_VISIBLE_DEVICES=\"" + list));
+  }
+  EXPECT_FALSE(TrainerVisibleDevices(std::nullopt, -1).ok());
+}
+
+TEST(TrainerVisibleDevicesTest, AssignsEveryCudaSlotAndLeavesCpuSlots) {
+  std::vector<SlotInfo> gpu = *PlanSlots(0, 2);
+  ASSERT_TRUE(AssignTrainerDevices(&gpu, std::string("7,3")).ok());
+  EXPECT_EQ(gpu[0].cuda_visible_devices, "7");
+  EXPECT_EQ(gpu[1].cuda_visible_devices, "3");
+  std::vector<SlotInfo> cpu = *PlanSlots(2, 0);
+  ASSERT_TRUE(AssignTrainerDevices(&cpu, std::string("0")).ok());
+  EXPECT_EQ(cpu[1].cuda_visible_devices, "");
+  EXPECT_FALSE(AssignTrainerDevices(&gpu, std::string("GPU-1")).ok());  // Slot 1 has no entry.
+}
+
 TEST(DetectHostFactsTest, FillsTheMachine) {
   const HostFacts facts = DetectHostFacts("10.1.2.3", {"gpu"}, "v1", "1.13.1");
   EXPECT_FALSE(facts.hostname.empty());

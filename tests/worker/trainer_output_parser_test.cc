@@ -22,6 +22,23 @@ TEST(TrainerOutputParserTest, ParsesAStepLine) {
   EXPECT_DOUBLE_EQ(*line.step->update_norm, 0.125);
 }
 
+TEST(TrainerOutputParserTest, ReadsGpuMemoryWhenPresent) {
+  const TrainerLine gpu =
+      ParseTrainerLine(R"({"event":"step","step":3,"loss":1.0,"gpu_allocated_bytes":1024,)"
+                       R"("gpu_reserved_bytes":4096,"gpu_peak_allocated_bytes":2048})");
+  ASSERT_TRUE(gpu.step.has_value());
+  EXPECT_EQ(gpu.step->gpu_allocated_bytes, 1024);
+  EXPECT_EQ(gpu.step->gpu_reserved_bytes, 4096);
+  EXPECT_EQ(gpu.step->gpu_peak_allocated_bytes, 2048);
+  // A CPU trainer writes none; garbage counts as none.
+  const TrainerLine cpu = ParseTrainerLine(
+      R"({"event":"step","step":3,"loss":1.0,"gpu_allocated_bytes":-5,"gpu_reserved_bytes":"x"})");
+  ASSERT_TRUE(cpu.step.has_value());
+  EXPECT_EQ(cpu.step->gpu_allocated_bytes, 0);
+  EXPECT_EQ(cpu.step->gpu_reserved_bytes, 0);
+  EXPECT_EQ(cpu.step->gpu_peak_allocated_bytes, 0);
+}
+
 TEST(TrainerOutputParserTest, NullUpdateNormMeansNotMeasured) {
   const TrainerLine line =
       ParseTrainerLine(R"({"event":"step","step":7,"loss":1.0,"nll":0.9,"lr":0.1,"grad_norm":2.0,)"

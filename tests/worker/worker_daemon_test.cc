@@ -40,8 +40,10 @@ class WorkerDaemonTest : public ::testing::Test {
     options.host.cpu_count = 2;
     options.supervisor.trainer = testing::WriteFakeTrainer(dir_.path());
     options.supervisor.work_dir = dir_.path() + "/work";
-    options.supervisor.slots = {{0, false, -1}, {1, false, -1}};
+    options.supervisor.slots = slots_;
     options.supervisor.base_env = {"PATH=/usr/bin:/bin", "DEEPNET_RANK=99", "KEEP_ME=1"};
+    options.supervisor.base_env.insert(options.supervisor.base_env.end(), extra_env_.begin(),
+                                       extra_env_.end());
     options.supervisor.token = "worker-secret";
     options.max_backoff = 500ms;
     auto daemon = WorkerDaemon::Create(options);
@@ -59,6 +61,9 @@ class WorkerDaemonTest : public ::testing::Test {
       }
     }
   }
+
+  std::vector<SlotInfo> slots_ = {{0, false, -1}, {1, false, -1}};
+  std::vector<std::string> extra_env_;  // Appended to the daemon's environment.
 
   v1::CoordinatorMessage Assignment(const std::string& job, int attempt,
                                     std::vector<std::pair<int, int>> rank_slots,
@@ -158,6 +163,33 @@ TEST_F(WorkerDaemonTest, RegistersThenStartsTheSessionAndHeartbeats) {
   EXPECT_EQ(coordinator_->service().authorization(), "Bearer worker-secret");
   EXPECT_EQ(daemon_->state().epoch, 1);
   EXPECT_TRUE(daemon_->state().connected);
+}
+
+// Two GPU slots on a daemon that sees two GPUs by UUID: each trainer sees only its slot's GPU,
+// as cuda:0, whatever CUDA_VISIBLE_DEVICES the daemon or the job had.
+class WorkerDaemonGpuSlotTest : public WorkerDaemonTest {
+ protected:
+  WorkerDaemonGpuSlotTest() {
+    slots_ = {{0, true, 0, 0, "GPU-aaaa"}, {1, true, 1, 0, "GPU-bbbb"}};
+    extra_env_ = {"CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"};
+  }
+};
+
+TEST_F(WorkerDaemonGpuSlotTest, EachTrainerSeesOnlyItsSlotsGpu) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  v1::CoordinatorMessage message = Assignment("job-g", 1, {{0, 0}, {1, 1}}, "run");
+  (*message.mutable_assignment()->mutable_env())["CUDA_VISIBLE_DEVICES"] = "0,1";
+  std::optional<v1::CommandResult> result = ResultOf(coordinator_->service().Send(message));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(result->accepted()) << result->error();
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/env-0"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/env-1"));
+  const std::string env0 = ReadFile(fake_dir_ + "/env-0");
+  const std::string env1 = ReadFile(fake_dir_ + "/env-1");
+  EXPECT_THAT(env0, HasSubstr("CUDA_VISIBLE_DEVICES=GPU-aaaa\n"));
+  EXPECT_THAT(env0, HasSubstr("DEEPNET_CUDA_DEVICE=0\n"));
+  EXPECT_THAT(env1, HasSubstr("CUDA_VISIBLE_DEVICES=GPU-bbbb\n"));
+  EXPECT_THAT(env1, HasSubstr("DEEPNET_CUDA_DEVICE=0\n"));
 }
 
 TEST_F(WorkerDaemonTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
