@@ -191,6 +191,13 @@ TEST(MemoryEstimateTest, LayerRecomputationKeepsLayerInputsAndOneLayer) {
   EXPECT_EQ(s.activation_bytes, 2 * 1632 + 3584);
   EXPECT_LT(s.activation_bytes,
             EstimateMemory(Small(), Layout(1, 2, true)).largest.activation_bytes);
+  // bf16: the kept inputs are the fp32 residual stream (40 x 4 tokens x 4 bytes), the embeddings
+  // bf16 (32 x 4 x 2), logits 480; the rebuilt decoder layer 224 x 4 x 2 plus its fp32 residual
+  // elements 6d = 48 x 4 x (4 - 2).
+  layout.precision = Precision::kBf16;
+  const StageMemory low = EstimateMemory(Small(), layout).largest;
+  EXPECT_EQ(low.activation_bytes_per_micro_batch, 640 + 256 + 480);
+  EXPECT_EQ(low.activation_bytes, 2 * 1376 + 1792 + 384);
   JobConfig job;
   EXPECT_FALSE(LayoutOf(job).recompute_layers);
   job.runtime.recompute = "layer";
