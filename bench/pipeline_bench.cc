@@ -33,6 +33,8 @@ struct Options {
   double bucket_mb = 4.0;
   bool compare_overlap = false;
   bool measured = false;
+  bool recompute = false;  // runtime.recompute: layer
+  double dropout = 0.0;
 };
 
 std::vector<MicroBatch> RandomMicroBatches(const Options& o, int replica, int step) {
@@ -110,7 +112,7 @@ int Run(const Options& o) {
                 .heads(o.heads)
                 .ffn_dim(o.ffn)
                 .vocab_size(o.vocab)
-                .dropout(0.0)
+                .dropout(o.dropout)
                 .max_positions(std::max(o.source, o.target) + 1);
   e.stages = o.stages;
   e.replicas = o.replicas;
@@ -120,6 +122,7 @@ int Run(const Options& o) {
   e.target_length = o.target;
   e.batch_sentences = o.batch;
   e.measure_layer_costs = o.measured;
+  e.recompute_layers = o.recompute;
   nlohmann::json out;
   for (bool overlap : o.compare_overlap ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
     e.overlap_reduction = overlap;
@@ -165,6 +168,7 @@ int Run(const Options& o) {
                      {"micro_batches", o.micro}, {"schedule", o.schedule},
                      {"backend", o.backend}, {"bucket_mb", o.bucket_mb},
                      {"partition", o.measured ? "measured" : "flops"},
+                     {"recompute", o.recompute ? "layer" : "none"}, {"dropout", o.dropout},
                      {"batch", o.batch}, {"source", o.source}, {"target", o.target}};
     out["predicted_bubble"] = deepnet::pipeline::PredictedBubbleFraction(o.stages, o.micro);
     out["rank0_max_rss_mb"] = usage.ru_maxrss / 1024.0;
@@ -200,6 +204,8 @@ int main(int argc, char** argv) {
   app.add_flag("--compare-overlap", o.compare_overlap,
                "also run with reductions started after the schedule");
   app.add_flag("--measured-costs", o.measured, "balance stages by timed layer costs");
+  app.add_flag("--recompute", o.recompute, "recompute each layer in backward (runtime.recompute)");
+  app.add_option("--dropout", o.dropout, "model dropout (0 by default)");
   CLI11_PARSE(app, argc, argv);
   return Run(o);
 }

@@ -114,6 +114,8 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   runtime.Int("blas_threads", &c->runtime.blas_threads);
   runtime.Int("intra_op_threads", &c->runtime.intra_op_threads);
   runtime.String("device", &c->runtime.device);
+  runtime.String("attention", &c->runtime.attention);
+  runtime.String("recompute", &c->runtime.recompute);
   runtime.String("precision", &c->runtime.precision);
   runtime.String("grad_reduce", &c->runtime.grad_reduce);
   runtime.Finish();
@@ -342,6 +344,8 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("runtime.device",
                   absl::StrCat("must be cpu, cuda or cuda:N (got '", c.runtime.device, "')"));
   }
+  check.OneOf("runtime.attention", c.runtime.attention, {"auto", "sdpa", "reference"});
+  check.OneOf("runtime.recompute", c.runtime.recompute, {"none", "layer"});
   check.OneOf("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16", "tf32"});
   check.OneOf("runtime.grad_reduce", c.runtime.grad_reduce, {"fp32", "bf16"});
 

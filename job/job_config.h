@@ -121,6 +121,12 @@ struct RuntimeConfig {
   int64_t intra_op_threads = 1;
   // "cpu" or "cuda" (cuda:N).
   std::string device = "cpu";
+  // Attention kernels: "auto" (fused on fp32 CPU, else SDPA with LibTorch >= 2.0, else
+  // reference), "sdpa" (at::scaled_dot_product_attention; LibTorch >= 2.0) or "reference".
+  std::string attention = "auto";
+  // Activation recomputation: "none" or "layer" (each layer keeps only its input in forward
+  // and runs again in backward).
+  std::string recompute = "none";
   // Compute precision: "auto" (bf16 on cuda, fp32 on cpu), "fp32", "bf16" (bf16 matrix products
   // under autocast; fp32 master weights, Adam state, LayerNorm statistics and loss) or "tf32"
   // (fp32 tensors, TF32 matrix products on CUDA; fp32 on CPU). EffectivePrecision resolves auto.

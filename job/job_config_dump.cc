@@ -107,6 +107,8 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "blas_threads", c.runtime.blas_threads);
   Emit(out, "intra_op_threads", c.runtime.intra_op_threads);
   Emit(out, "device", c.runtime.device);
+  Emit(out, "attention", c.runtime.attention);
+  Emit(out, "recompute", c.runtime.recompute);
   Emit(out, "precision", c.runtime.precision);
   Emit(out, "grad_reduce", c.runtime.grad_reduce);
   out << YAML::EndMap;

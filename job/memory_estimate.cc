@@ -137,13 +137,33 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
 
   int64_t elements = Add(Mul(enc_layers, EncoderLayerActivations(c, seq)),
                          Mul(dec_layers, DecoderLayerActivations(c, seq)));
-  if (s.has_enc() && s.enc_begin == 0) elements = Add(elements, Mul(2, d));
-  if (s.has_dec() && s.dec_begin == 0) elements = Add(elements, Mul(2, d));
-  int64_t per_micro_batch = Mul(Mul(elements, t), b);
-  if (low) {
-    const int64_t residual = Add(Mul(enc_layers, ResidualElements(c, false)),
-                                 Mul(dec_layers, ResidualElements(c, true)));
-    per_micro_batch = Add(per_micro_batch, Mul(Mul(residual, t), 4 - b));
+  int64_t embeddings = 0;
+  if (s.has_enc() && s.enc_begin == 0) embeddings = Add(embeddings, Mul(2, d));
+  if (s.has_dec() && s.dec_begin == 0) embeddings = Add(embeddings, Mul(2, d));
+  // The fp32 residual stream below fp32: 4 - b more bytes per residual element.
+  const auto residual_extra = [&](int64_t enc, int64_t dec) {
+    if (!low) return int64_t{0};
+    return Mul(
+        Mul(Add(Mul(enc, ResidualElements(c, false)), Mul(dec, ResidualElements(c, true))), t),
+        4 - b);
+  };
+  int64_t per_micro_batch = 0;
+  int64_t recompute_bytes = 0;  // One layer's activations, rebuilt in backward.
+  if (layout.recompute_layers && out.layers > 0) {
+    // Each layer's input and the encoder output decoder layers share (d per token each, fp32:
+    // the residual stream), and the embeddings.
+    const int64_t inputs = Add(Mul(out.layers, d), s.has_dec() && n > 0 ? d : 0);
+    per_micro_batch = Add(Mul(Mul(inputs, t), 4), Mul(Mul(embeddings, t), b));
+    const int64_t enc_one =
+        s.has_enc() ? Add(Mul(Mul(EncoderLayerActivations(c, seq), t), b), residual_extra(1, 0))
+                    : 0;
+    const int64_t dec_one =
+        s.has_dec() ? Add(Mul(Mul(DecoderLayerActivations(c, seq), t), b), residual_extra(0, 1))
+                    : 0;
+    recompute_bytes = std::max(enc_one, dec_one);
+  } else {
+    per_micro_batch =
+        Add(Mul(Mul(Add(elements, embeddings), t), b), residual_extra(enc_layers, dec_layers));
   }
   const bool owns_output = m > 0 ? s.has_dec() && s.dec_end == m : s.has_enc() && s.enc_end == n;
   // Logits, their log-softmax and their gradient, in fp32 (the loss is computed in fp32).
@@ -151,7 +171,7 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
   out.activation_bytes_per_micro_batch = per_micro_batch;
   const int64_t micro = std::max<int64_t>(layout.micro_batches, 1);
   out.live_micro_batches = layout.gpipe ? micro : std::min(micro, layout.pipeline_stages - stage);
-  out.activation_bytes = Mul(per_micro_batch, out.live_micro_batches);
+  out.activation_bytes = Add(Mul(per_micro_batch, out.live_micro_batches), recompute_bytes);
   out.total_bytes = Add(
       Add(Add(out.parameter_bytes, out.gradient_bytes), Add(out.optimizer_bytes, out.buffer_bytes)),
       out.activation_bytes);
@@ -269,6 +289,7 @@ MemoryLayout LayoutOf(const JobConfig& config) {
   layout.pipeline_stages = config.parallel.pipeline_stages;
   layout.micro_batches = config.parallel.micro_batches;
   layout.gpipe = config.parallel.schedule == "gpipe";
+  layout.recompute_layers = config.runtime.recompute == "layer";
   layout.sequence_length =
       config.data.max_len > 0 ? config.data.max_len : config.model.max_positions();
   // One example longer than max_tokens still forms a batch of one.

@@ -43,6 +43,9 @@ struct MemoryLayout {
   int64_t tokens_per_micro_batch = 4096;
   // Longest sequence in tokens: the length attention scores are computed over.
   int64_t sequence_length = 256;
+  // runtime.recompute: layer: a micro-batch keeps only the layers' inputs; backward rebuilds
+  // one layer's activations at a time.
+  bool recompute_layers = false;
 };
 
 /// The parts of one stage's memory, in bytes (saturated).

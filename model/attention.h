@@ -5,7 +5,38 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include <string>
+
 namespace deepnet::model {
+
+/// How attention computes softmax(q k^T / sqrt(D/H)) v (the job's `runtime.attention`).
+/// - kAuto: the fused CPU kernels for float32 CPU tensors (model/kernels/, unless
+///   DEEPNET_FUSED_KERNELS=0), else at::scaled_dot_product_attention with LibTorch >= 2.0, else
+///   the reference ATen ops;
+/// - kSdpa: at::scaled_dot_product_attention everywhere (flash / memory-efficient kernels on
+///   CUDA); needs LibTorch >= 2.0;
+/// - kReference: the reference ATen ops everywhere (scores materialised as [B*H, T, S]).
+/// The choice is process-wide, like kernels::SetFusedKernelsEnabled.
+enum class AttentionBackend { kAuto, kSdpa, kReference };
+/// Whether this build's LibTorch has at::scaled_dot_product_attention (2.0 and later).
+bool SdpaAvailable();
+/// Throws c10::Error for kSdpa without SdpaAvailable().
+void SetAttentionBackend(AttentionBackend backend);
+AttentionBackend GetAttentionBackend();
+/// "auto", "sdpa" or "reference"; false for anything else.
+bool ParseAttentionBackend(const std::string& name, AttentionBackend* backend);
+/// Whether attention on `t` takes the fused CPU kernels: kAuto and kernels::UseFusedKernels(t).
+bool UseFusedAttention(const torch::Tensor& t);
+
+/// The attention core on split heads: q [B, H, T, Dh], k and v [B, H, S, Dh] -> [B, H, T, Dh]
+/// (not necessarily contiguous). key_padding_mask [B, S] bool (true at padding) or undefined;
+/// `causal`: query i, at absolute position past + i, sees keys j <= past + i. A query that sees
+/// no key gets a zero output and passes no gradient, as in the fused kernels (softmax over no
+/// key would be NaN). Inverted dropout with probability `dropout` on the attention weights
+/// (0 for none). `backend` is kSdpa or kReference (kAuto: kSdpa when available).
+torch::Tensor AttendHeads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          const torch::Tensor& key_padding_mask, bool causal, int64_t past,
+                          double dropout, AttentionBackend backend);
 
 struct AttentionOptions {
   AttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}

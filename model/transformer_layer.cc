@@ -57,8 +57,7 @@ kernels::AttentionBlockWeights BlockWeights(const MultiheadAttention& attn,
 }  // namespace
 
 bool TransformerLayerBase::UseFusedBlocks(const torch::Tensor& x) const {
-  return kernels::UseFusedKernels(x) && !layer_options_.pre_norm() &&
-         !layer_options_.sub_layer_norm();
+  return UseFusedAttention(x) && !layer_options_.pre_norm() && !layer_options_.sub_layer_norm();
 }
 
 kernels::BlockOptions TransformerLayerBase::BlockOptionsFor(double attention_dropout,

@@ -138,7 +138,8 @@ absl::Status PipelineEngine::Setup() {
   const int64_t bytes = flat_->numel() * static_cast<int64_t>(sizeof(float));
   const int64_t segments =
       options_.replicas > 1 ? (bytes + options_.bucket_bytes - 1) / options_.bucket_bytes : 1;
-  compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing);
+  compute_ = std::make_unique<StageCompute>(model_.get(), segments, options_.label_smoothing,
+                                            options_.recompute_layers);
   // Boundary tensors travel as options_.boundary_dtype (bf16 under bf16 precision) and arrive
   // as float32, the residual stream's dtype.
   transfer_ = std::make_unique<BoundaryTransfer>(world_, options_.device);

@@ -66,6 +66,8 @@ struct EngineOptions {
   // Balance stages by layer costs timed on rank 0 at start (MeasureLayerCosts) instead of the
   // FLOP estimate; better balanced, but the split may differ between runs.
   bool measure_layer_costs = false;
+  // runtime.recompute: layer (StageCompute's recompute_layers).
+  bool recompute_layers = false;
 };
 
 /// Where one rank's time went in a step.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "model/loss.h"
+#include "pipeline/layer_recompute.h"
 #include "model/precision.h"
 
 namespace deepnet::pipeline {
@@ -20,8 +21,9 @@ std::vector<std::vector<int64_t>> BoundaryShapes(const model::DeepNetConfig& c, 
   return shapes;
 }
 
-StageCompute::StageCompute(model::DeepNetImpl* model, int64_t segments, double label_smoothing)
-    : model_(model), label_smoothing_(label_smoothing) {
+StageCompute::StageCompute(model::DeepNetImpl* model, int64_t segments, double label_smoothing,
+                           bool recompute_layers)
+    : model_(model), label_smoothing_(label_smoothing), recompute_layers_(recompute_layers) {
   const auto& slice = model_->slice();
   const int64_t n = model_->config().encoder_layers();
   first_ = slice.encoder.empty() ? n + slice.decoder.begin : slice.encoder.begin;
@@ -78,15 +80,40 @@ std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const Mi
   } else if (seg.begin > 0) {
     dec_hidden = inputs[0];
   }
+  // Layer by layer through RunRecomputed with recomputation (a plain call without autograd).
+  const bool recompute = recompute_layers_ && torch::GradMode::is_enabled();
   if (seg.begin < n) {
     const int64_t stop = std::min(seg.end, n);
-    enc_hidden = model_->run_encoder_layers(enc_hidden, enc.padding_mask, seg.begin, stop);
+    if (recompute) {
+      for (int64_t i = seg.begin; i < stop; ++i) {
+        enc_hidden = RunRecomputed({enc_hidden}, [model = model_, mask = enc.padding_mask,
+                                                  i](const std::vector<torch::Tensor>& in) {
+          return model->run_encoder_layers(in[0], mask, i, i + 1);
+        });
+      }
+    } else {
+      enc_hidden = model_->run_encoder_layers(enc_hidden, enc.padding_mask, seg.begin, stop);
+    }
     if (stop == n) enc.out = model_->finish_encoder(enc_hidden);
   }
   if (seg.end > n) {
     const int64_t from = std::max(seg.begin, n) - n, to = seg.end - n;
     if (from == 0) dec_hidden = model_->embed_target(batch.tgt_in, 0);
-    dec_hidden = model_->run_decoder_layers(dec_hidden, enc, from, to);
+    if (recompute) {
+      for (int64_t i = from; i < to; ++i) {
+        std::vector<torch::Tensor> in{dec_hidden};
+        if (enc.out.defined()) in.push_back(enc.out);
+        dec_hidden = RunRecomputed(
+            in, [model = model_, mask = enc.padding_mask, i](const std::vector<torch::Tensor>& in) {
+              model::EncoderOutput encoder;
+              if (in.size() > 1) encoder.out = in[1];
+              encoder.padding_mask = mask;
+              return model->run_decoder_layers(in[0], encoder, i, i + 1);
+            });
+      }
+    } else {
+      dec_hidden = model_->run_decoder_layers(dec_hidden, enc, from, to);
+    }
     if (to == m) dec_hidden = model_->finish_decoder(dec_hidden);
   }
   if (seg.end < n) return {enc_hidden};

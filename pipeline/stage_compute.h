@@ -49,11 +49,15 @@ struct LossSums {
 /// detached, so backward proceeds segment by segment (last first) and reports each finished
 /// segment: gradients of parameters used only by later segments are final then, and the
 /// data-parallel all-reduce of their bucket can start while earlier segments compute.
+/// With `recompute_layers` (runtime.recompute: layer), a training forward keeps only each
+/// encoder/decoder layer's inputs and runs the layer again during its segment's backward
+/// (pipeline/layer_recompute.h); gradients are the same bits as without.
 /// Not thread-safe; owned by the training thread.
 class StageCompute {
  public:
   // `model` must outlive this object. `segments` >= 1 (capped at the slice's layer count).
-  StageCompute(model::DeepNetImpl* model, int64_t segments, double label_smoothing);
+  StageCompute(model::DeepNetImpl* model, int64_t segments, double label_smoothing,
+               bool recompute_layers = false);
 
   // Forward of `micro_batch` (an id, unique among the live ones). `inputs` are the received
   // boundary tensors (empty on the first stage). With autograd enabled the graph is kept for
@@ -101,6 +105,7 @@ class StageCompute {
 
   model::DeepNetImpl* model_;
   double label_smoothing_;
+  bool recompute_layers_ = false;
   int64_t first_ = 0;
   int64_t end_ = 0;
   std::vector<Segment> segments_;

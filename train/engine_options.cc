@@ -26,6 +26,7 @@ absl::StatusOr<pipeline::EngineOptions> EngineOptionsFor(const job::JobConfig& c
   engine.clip_norm = config.optim.clip_norm;
   engine.device = device;
   engine.measure_layer_costs = par.partition == "measured";
+  engine.recompute_layers = config.runtime.recompute == "layer";
   auto precision = model::ParseComputePrecision(job::EffectivePrecision(config.runtime));
   if (!precision) {
     return absl::InvalidArgumentError(absl::StrCat("runtime.precision: unknown value '",

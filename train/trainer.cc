@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/loopback_communicator.h"
+#include "model/attention.h"
 #include "model/model_stats.h"
 #include "pipeline/stage_partition.h"
 #include "train/batch_tensors.h"
@@ -81,6 +82,18 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
     return absl::FailedPreconditionError("runtime.device: " + config_.runtime.device +
                                          " requested but no CUDA device is available");
   }
+  model::AttentionBackend attention = model::AttentionBackend::kAuto;
+  if (!model::ParseAttentionBackend(config_.runtime.attention, &attention)) {
+    return absl::InvalidArgumentError(
+        "runtime.attention: must be one of auto, sdpa, reference (got '" +
+        config_.runtime.attention + "')");
+  }
+  if (attention == model::AttentionBackend::kSdpa && !model::SdpaAvailable()) {
+    return absl::FailedPreconditionError(
+        "runtime.attention: sdpa needs LibTorch >= 2.0 (at::scaled_dot_product_attention); this "
+        "trainer is built with LibTorch " TORCH_VERSION "; use auto or reference");
+  }
+  model::SetAttentionBackend(attention);
 
   auto data = LoadTrainingData(config_.data);
   if (!data.ok()) return data.status();

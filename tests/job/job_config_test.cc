@@ -98,6 +98,8 @@ void ExpectSameConfig(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.runtime.blas_threads, b.runtime.blas_threads);
   EXPECT_EQ(a.runtime.intra_op_threads, b.runtime.intra_op_threads);
   EXPECT_EQ(a.runtime.device, b.runtime.device);
+  EXPECT_EQ(a.runtime.attention, b.runtime.attention);
+  EXPECT_EQ(a.runtime.recompute, b.runtime.recompute);
   EXPECT_EQ(a.runtime.precision, b.runtime.precision);
   EXPECT_EQ(a.runtime.grad_reduce, b.runtime.grad_reduce);
   EXPECT_EQ(a.scheduling.priority, b.scheduling.priority);
@@ -170,6 +172,8 @@ runtime:
   blas_threads: 2
   intra_op_threads: 3
   device: cuda:1
+  attention: reference
+  recompute: layer
 scheduling:
   priority: -3
   max_restarts: 5
@@ -252,6 +256,8 @@ TEST(JobConfigTest, ParsesEverySection) {
   EXPECT_EQ(c.runtime.blas_threads, 2);
   EXPECT_EQ(c.runtime.intra_op_threads, 3);
   EXPECT_EQ(c.runtime.device, "cuda:1");
+  EXPECT_EQ(c.runtime.attention, "reference");
+  EXPECT_EQ(c.runtime.recompute, "layer");
   EXPECT_EQ(c.scheduling.priority, -3);
   EXPECT_EQ(c.scheduling.max_restarts, 5);
   EXPECT_EQ(c.scheduling.hang_timeout_s, 120.5);
@@ -335,6 +341,17 @@ TEST(JobConfigTest, EnumeratedValuesListTheAllowedOnes) {
             "job.yaml: data.tokenizer: must be one of byte (got 'spm')");
   EXPECT_EQ(ParseError("data:\n  source: parquet\n"),
             "job.yaml: data.source: must be one of synthetic, tsv, shards (got 'parquet')");
+  EXPECT_EQ(ParseError("runtime:\n  attention: flash\n"),
+            "job.yaml: runtime.attention: must be one of auto, sdpa, reference (got 'flash')");
+  EXPECT_EQ(ParseError("runtime:\n  recompute: full\n"),
+            "job.yaml: runtime.recompute: must be one of none, layer (got 'full')");
+}
+
+TEST(JobConfigTest, AttentionAndRecomputeDefaults) {
+  const JobConfig c = ParseOk("");
+  EXPECT_EQ(c.runtime.attention, "auto");
+  EXPECT_EQ(c.runtime.recompute, "none");
+  EXPECT_EQ(ParseOk("", {"runtime.attention=sdpa"}).runtime.attention, "sdpa");
 }
 
 TEST(JobConfigTest, DeviceMustBeCpuOrCuda) {
@@ -521,7 +538,8 @@ TEST(JobConfigTest, DumpOfDefaultsListsEveryKeyAndRoundTrips) {
        {"name:", "model:", "encoder_layers:", "layer_norm_eps:", "synthetic:", "languages: []",
         "max_len:", "betas: [0.9, 0.98]", "label_smoothing:", "valid_every:", "checkpoint:",
         "resume: true", "runtime:", "device: cpu", "scheduling:", "priority: 0",
-        "max_restarts: 2", "hang_timeout_s: 0.0", "start_timeout_s: 300.0", "labels: {}"}) {
+        "max_restarts: 2", "hang_timeout_s: 0.0", "start_timeout_s: 300.0", "labels: {}",
+        "attention: auto", "recompute: none"}) {
     EXPECT_THAT(dumped, HasSubstr(key));
   }
   EXPECT_THAT(dumped, Not(HasSubstr("pad_id")));

@@ -179,6 +179,31 @@ TEST(MemoryEstimateTest, JobLayoutFollowsTheSpec) {
   EXPECT_EQ(LayoutOf(job).tokens_per_micro_batch, 32);
 }
 
+TEST(MemoryEstimateTest, LayerRecomputationKeepsLayerInputsAndOneLayer) {
+  MemoryLayout layout = Layout(1, 2, true);
+  layout.recompute_layers = true;
+  const StageMemory s = EstimateMemory(Small(), layout).largest;
+  // Per token: 4 layer inputs + the encoder output (d each) + two embeddings (2d each)
+  // = 9d = 72 elements; x 4 tokens x 4 bytes = 1152, + logits 480 = 1632 per micro-batch.
+  EXPECT_EQ(s.activation_bytes_per_micro_batch, 1152 + 480);
+  // Two live micro-batches, plus one decoder layer's 224 elements per token rebuilt in
+  // backward: 224 x 4 tokens x 4 bytes = 3584.
+  EXPECT_EQ(s.activation_bytes, 2 * 1632 + 3584);
+  EXPECT_LT(s.activation_bytes,
+            EstimateMemory(Small(), Layout(1, 2, true)).largest.activation_bytes);
+  // bf16: the kept inputs are the fp32 residual stream (40 x 4 tokens x 4 bytes), the embeddings
+  // bf16 (32 x 4 x 2), logits 480; the rebuilt decoder layer 224 x 4 x 2 plus its fp32 residual
+  // elements 6d = 48 x 4 x (4 - 2).
+  layout.precision = Precision::kBf16;
+  const StageMemory low = EstimateMemory(Small(), layout).largest;
+  EXPECT_EQ(low.activation_bytes_per_micro_batch, 640 + 256 + 480);
+  EXPECT_EQ(low.activation_bytes, 2 * 1376 + 1792 + 384);
+  JobConfig job;
+  EXPECT_FALSE(LayoutOf(job).recompute_layers);
+  job.runtime.recompute = "layer";
+  EXPECT_TRUE(LayoutOf(job).recompute_layers);
+}
+
 TEST(MemoryEstimateTest, FormatBytes) {
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(int64_t{3} << 29), "1.50 GiB");

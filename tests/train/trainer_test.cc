@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <filesystem>
 #include <fstream>
@@ -192,6 +193,42 @@ TEST(TrainerTest, BadDataPathIsNamed) {
   auto trainer = Trainer::Create(c, TrainerIo{});
   ASSERT_FALSE(trainer.ok());
   EXPECT_NE(trainer.status().message().find("/nonexistent/train.tsv"), std::string::npos);
+}
+
+TEST(TrainerTest, LayerRecomputationTrainsTheSameBits) {
+  // runtime.recompute: layer, end to end: the same losses and final parameters, exactly.
+  torch::set_num_threads(1);
+  TempDir a, b;
+  job::JobConfig plain = SmallJob(a.path());
+  plain.train.max_steps = 4;
+  plain.checkpoint.every_steps = 4;
+  job::JobConfig recompute = SmallJob(b.path());
+  recompute.train.max_steps = 4;
+  recompute.checkpoint.every_steps = 4;
+  recompute.runtime.recompute = "layer";
+  const TrainSummary x = Train(plain), y = Train(recompute);
+  ASSERT_EQ(x.losses.size(), 4u);
+  ASSERT_EQ(x.losses, y.losses);
+  auto pa = FinalParameters(a.path()), pb = FinalParameters(b.path());
+  ASSERT_EQ(pa.size(), pb.size());
+  for (const auto& [name, t] : pa) EXPECT_TRUE(torch::equal(t, pb.at(name))) << name;
+}
+
+TEST(TrainerTest, AttentionSdpaNeedsLibTorch2) {
+  job::JobConfig c = SmallJob("");
+  c.runtime.attention = "sdpa";
+  c.train.max_steps = 1;
+  auto trainer = Trainer::Create(c, TrainerIo{});
+  if (TORCH_VERSION_MAJOR >= 2) {
+    EXPECT_TRUE(trainer.ok()) << trainer.status();
+  } else {
+    ASSERT_FALSE(trainer.ok());
+    EXPECT_NE(trainer.status().message().find("runtime.attention: sdpa needs LibTorch >= 2.0"),
+              std::string::npos)
+        << trainer.status();
+  }
+  c.runtime.attention = "auto";  // Leave the process-wide switch as the other tests expect.
+  ASSERT_TRUE(Trainer::Create(c, TrainerIo{}).ok());
 }
 
 TEST(TrainerTest, StopFlagEndsTheRunBeforeTheNextStep) {
