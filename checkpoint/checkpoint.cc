@@ -1,6 +1,5 @@
 #include "checkpoint/checkpoint.h"
 
-#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include "checkpoint/durable_file.h"
 #include "storage/checkpoint_fence.h"
 #include "storage/checkpoint_folder.h"
+#include "storage/storage_log.h"
 
 namespace deepnet::checkpoint {
 namespace {
@@ -173,7 +173,7 @@ absl::Status CommitFolder(const std::string& tmp, const std::string& final_path)
   if (s = RenamePath(final_path, aside); !s.ok()) return s;
   if (s = RenamePath(tmp, final_path); !s.ok()) {
     if (!RenamePath(aside, final_path).ok()) {
-      spdlog::error("[ckpt] could not restore {} from {}", final_path, aside);
+      storage::LogError(absl::StrCat("[ckpt] could not restore ", final_path, " from ", aside));
     }
     return s;
   }
@@ -347,12 +347,12 @@ void CheckpointStore::CleanUpAfterCommit(int64_t step, const std::string& token)
       // Rename first so that a half-deleted folder never looks like a completed checkpoint.
       const std::string doomed = absl::StrCat(info.path, TmpSuffix(), ".del");
       if (absl::Status r = RenamePath(info.path, doomed); !r.ok()) {
-        spdlog::warn("[ckpt] cannot delete old checkpoint: {}", r.ToString());
+        storage::LogWarning(absl::StrCat("[ckpt] cannot delete old checkpoint: ", r.ToString()));
         continue;
       }
       --excess;
       fs::remove_all(doomed, ec);
-      if (ec) spdlog::warn("[ckpt] cannot delete {}: {}", doomed, ec.message());
+      if (ec) storage::LogWarning(absl::StrCat("[ckpt] cannot delete ", doomed, ": ", ec.message()));
     }
   }
   // Temporaries of other writers are stale: saves into one folder never overlap.
@@ -363,7 +363,7 @@ void CheckpointStore::CleanUpAfterCommit(int64_t step, const std::string& token)
     if (!temp || temp->owner == own_pid || temp->owner == own_shared) continue;
     std::error_code remove_ec;
     fs::remove_all(it->path(), remove_ec);
-    if (remove_ec) spdlog::warn("[ckpt] cannot remove stale {}", it->path().string());
+    if (remove_ec) storage::LogWarning(absl::StrCat("[ckpt] cannot remove stale ", it->path().string()));
   }
 }
 
@@ -372,7 +372,7 @@ absl::StatusOr<Checkpoint> CheckpointStore::LoadLatest(std::vector<std::string>*
   int num_rejected = 0;
   auto reject = [&](const absl::Status& s) {
     ++num_rejected;
-    spdlog::warn("[ckpt] rejected checkpoint: {}", s.ToString());
+    storage::LogWarning(absl::StrCat("[ckpt] rejected checkpoint: ", s.ToString()));
     if (rejected != nullptr) rejected->emplace_back(s.message());
   };
   // Steps at or above this were named by `latest` and failed; only older ones may replace it.
@@ -491,7 +491,7 @@ std::vector<CheckpointInfo> CheckpointStore::List() const {
     }
     infos.push_back({*step, it->path().string()});
   }
-  if (ec) spdlog::warn("[ckpt] cannot list {}: {}", options_.dir, ec.message());
+  if (ec) storage::LogWarning(absl::StrCat("[ckpt] cannot list ", options_.dir, ": ", ec.message()));
   std::sort(infos.begin(), infos.end(),
             [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
   return infos;

@@ -1,7 +1,6 @@
 #include "comm/gloo_communicator.h"
 
 // ProcessGroupGloo.hpp is empty unless USE_C10D_GLOO is defined (worker/CMakeLists.txt).
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <exception>
@@ -14,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "comm/comm_log.h"
 #include "absl/strings/str_split.h"
 #include "comm/communicator_checks.h"
 
@@ -306,7 +306,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(int color,
 
 void GlooCommunicator::Abort(const std::string& reason) {
   if (state_->abort.tripped()) return;
-  spdlog::error("[comm] {}: aborting the gloo group: {}", state_->Label(), reason);
+  LogError(absl::StrCat("[comm] ", state_->Label(), ": aborting the gloo group: ", reason));
   state_->abort.Trip(reason);
   state_->group.reset();
 }

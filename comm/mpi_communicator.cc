@@ -1,7 +1,6 @@
 #include "comm/mpi_communicator.h"
 
 #include <mpi.h>
-#include <spdlog/spdlog.h>
 
 #include <climits>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/comm_log.h"
 #include "comm/communicator_checks.h"
 
 namespace deepnet::comm {
@@ -338,7 +338,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::Split(int color, 
 }
 
 void MpiCommunicator::Abort(const std::string& reason) {
-  spdlog::error("[comm] {}: aborting the MPI job: {}", state_->Label(), reason);
+  LogError(absl::StrCat("[comm] ", state_->Label(), ": aborting the MPI job: ", reason));
   state_->abort.Trip(reason);
   MPI_Abort(state_->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : state_->comm, 1);
 }

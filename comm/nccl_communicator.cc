@@ -4,7 +4,6 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
@@ -17,6 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "comm/comm_log.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/communicator_checks.h"
@@ -419,7 +419,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(int color,
 
 void NcclCommunicator::Abort(const std::string& reason) {
   if (state_->abort.tripped()) return;
-  spdlog::error("[comm] {}: aborting the nccl communicator: {}", state_->Label(), reason);
+  LogError(absl::StrCat("[comm] ", state_->Label(), ": aborting the nccl communicator: ", reason));
   (void)state_->Fail(absl::AbortedError(reason));
 }
 

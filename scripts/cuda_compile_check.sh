@@ -7,10 +7,10 @@
 # or the LibTorch 2.x API. It then proves from the compilers' dependency lists that
 #   - no header of the system's LibTorch 1.13 (/usr/include/{torch,ATen,c10,...}) was used in
 #     place of a 2.x one,
-#   - no translation unit of a target that links LibTorch includes protobuf/gRPC headers (a
-#     PyTorch 2.x package ships protobuf headers in its include folder, which such a translation
-#     unit searches first: keep generated code and gRPC in torch-free targets, as
-#     deepnet_comm_rendezvous does),
+#   - no translation unit of a target that links LibTorch includes protobuf/gRPC or spdlog
+#     headers (a PyTorch 2.x package ships protobuf and fmt headers in its include folder, which
+#     such a translation unit searches first: keep generated code, gRPC and spdlog in torch-free
+#     targets, as deepnet_comm_rendezvous and deepnet_storage do),
 #   - every source file that includes LibTorch headers was compiled.
 #
 #   bash scripts/cuda_compile_check.sh       # tree: build-cuda-check/ (CUDA_CHECK_BUILD_DIR)
@@ -103,6 +103,7 @@ awk -v sys="^/usr/include/(${system_torch})(/|$)" '
     if (source == "") source = dep
     if (sys_hit == "" && dep ~ sys) sys_hit = dep
     if (proto == "" && (dep ~ /\/google\/protobuf\// || dep ~ /\.pb\.h$/)) proto = dep
+    if (proto == "" && dep ~ /\/spdlog\//) proto = dep
   }
   END { flush() }' "$deps" >"$report"
 
@@ -119,9 +120,10 @@ if grep -q '^system-torch ' "$report"; then
 fi
 if grep -q '^torch+protobuf ' "$report"; then
   echo "[cuda-check] these translation units of targets that link LibTorch include" \
-    "protobuf/gRPC headers; a PyTorch 2.x package ships its own protobuf headers in the" \
-    "include folder they search first. Move the gRPC/protobuf code into a LibTorch-free target" \
-    "behind a plain interface (as comm/rendezvous_client.h, tests/comm/rendezvous_test_server.h):" >&2
+    "protobuf/gRPC or spdlog headers; a PyTorch 2.x package ships its own protobuf and fmt" \
+    "headers in the include folder they search first (spdlog then fails against PyTorch's fmt)." \
+    "Move that code into a LibTorch-free target behind a plain interface (as" \
+    "comm/rendezvous_client.h, comm/comm_log.h, storage/storage_log.h):" >&2
   grep '^torch+protobuf ' "$report" | cut -d' ' -f2- | sed 's/^/  /' >&2
   problems=1
 fi
