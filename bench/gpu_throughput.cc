@@ -186,7 +186,8 @@ json RunConfig(const BenchConfig& b, const Shape& shape, const torch::Device& de
             {"d_model", shape.d_model},
             {"vocab", b.vocab}};
   std::vector<std::string> overrides;
-  if (b.precision != "fp32") overrides.push_back("runtime.precision=" + b.precision);
+  // Always explicit: runtime.precision auto means bf16 on cuda.
+  overrides.push_back("runtime.precision=" + b.precision);
   overrides.insert(overrides.end(), o.overrides.begin(), o.overrides.end());
   const std::string yaml = JobYaml(b, shape, device);
   auto config = job::ParseJobConfig(yaml, overrides, "bench " + b.name);
