@@ -383,11 +383,10 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
                   absl::StrCat("must be gloo, mpi or nccl (got '", par.backend, "')"));
   } else if (par.backend == "nccl" && c.runtime.device.rfind("cuda", 0) != 0) {
     problems->Add("parallel.backend", "nccl moves CUDA tensors: set runtime.device to cuda");
-  } else if (par.backend != "nccl" && c.runtime.device.rfind("cuda", 0) == 0 &&
-             par.world_size() > 1) {
-    problems->Add("parallel.backend", absl::StrCat(par.backend, " moves CPU tensors: use nccl "
-                                                   "with runtime.device ", c.runtime.device));
   }
+  // gloo and mpi with runtime.device cuda stage tensors through host memory (pinned buffers for
+  // pipeline messages, comm::HostStagedCommunicator for the rest): slower than nccl, but it lets
+  // several ranks share one GPU, which NCCL refuses.
   check.Timeout("parallel.timeout_s", par.timeout_s, /*zero_allowed=*/false);
   if (!(par.bucket_mb > 0)) {
     problems->Add("parallel.bucket_mb", absl::StrCat("must be > 0 (got ", ShortestDouble(par.bucket_mb), ")"));

@@ -131,6 +131,16 @@ TEST_P(AttentionSdpaTest, ValuesAndGradientsMatchTheReferenceForEveryMask) {
     Result sdpa = RunAttention(attn, AttentionBackend::kSdpa, x, mem, padding, c.causal, upstream);
     ASSERT_EQ(ref.tensors.size(), sdpa.tensors.size());
     for (size_t i = 0; i < ref.tensors.size(); ++i) {
+      // The key bias adds q.b_k to every score of a query, which softmax ignores: its exact
+      // gradient is zero, so both backends return rounding noise (1e-7 in fp32, 4e-3 in bf16
+      // on an H200) that no relative tolerance can compare. Compared with the other gradients'
+      // scale instead.
+      if (ref.tensors[i].first == "grad k_proj.bias") {
+        const double noise = sdpa.tensors[i].second.abs().max().item<double>();
+        const double scale = ref.tensors[1].second.abs().max().item<double>();  // grad query
+        EXPECT_LE(noise, Tolerance() * scale) << "grad k_proj.bias should vanish";
+        continue;
+      }
       ExpectClose(sdpa.tensors[i].second, ref.tensors[i].second, sdpa.tensors[i].first);
     }
   }
