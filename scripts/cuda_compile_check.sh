@@ -101,6 +101,8 @@ awk -v sys="^/usr/include/(${system_torch})(/|$)" '
   /^    / {
     dep = $1
     if (source == "") source = dep
+    # A unity object (cmake/torch_headers_only.cmake) compiled every source file it includes.
+    if (dep ~ /\.(cc|cpp|cu)$/) print "compiled " dep
     if (sys_hit == "" && dep ~ sys) sys_hit = dep
     if (proto == "" && (dep ~ /\/google\/protobuf\// || dep ~ /\.pb\.h$/)) proto = dep
     if (proto == "" && dep ~ /\/spdlog\//) proto = dep

@@ -51,7 +51,7 @@ std::vector<std::string> Entries(const fs::path& dir) {
 }
 
 // Same dtype, shape and bytes.
-void ExpectBitwiseEqual(const torch::Tensor& expected, const torch::Tensor& actual,
+void ExpectShardTensorsBitwiseEqual(const torch::Tensor& expected, const torch::Tensor& actual,
                         const std::string& name) {
   SCOPED_TRACE(name);
   ASSERT_TRUE(actual.defined());
@@ -226,7 +226,7 @@ TEST_F(ShardedCheckpointTest, ThreeWritersCommitOneFolderWhoseManifestListsEvery
   EXPECT_EQ(loaded->metadata, metadata);
   ASSERT_EQ(loaded->files.size(), 3u);
   for (const auto& [name, entry] : expected)
-    ExpectBitwiseEqual(entry.second, loaded->Find(name), name);
+    ExpectShardTensorsBitwiseEqual(entry.second, loaded->Find(name), name);
 }
 
 TEST_F(ShardedCheckpointTest, ReaderReadsAnySubsetBitExactly) {
@@ -258,13 +258,13 @@ TEST_F(ShardedCheckpointTest, ReaderReadsAnySubsetBitExactly) {
     EXPECT_TRUE(reader->Has(name));
     absl::StatusOr<torch::Tensor> t = reader->Read(name);
     ASSERT_TRUE(t.ok()) << t.status();
-    ExpectBitwiseEqual(originals[name], *t, name);
+    ExpectShardTensorsBitwiseEqual(originals[name], *t, name);
   }
   absl::StatusOr<NamedTensors> many = reader->ReadMany({names[2], names.back()});
   ASSERT_TRUE(many.ok()) << many.status();
   ASSERT_EQ(many->size(), 2u);
   EXPECT_EQ((*many)[1].first, names.back());
-  ExpectBitwiseEqual(originals[names.back()], (*many)[1].second, names.back());
+  ExpectShardTensorsBitwiseEqual(originals[names.back()], (*many)[1].second, names.back());
 
   EXPECT_FALSE(reader->Has("encoder.layers.99.fc1.weight"));
   absl::StatusOr<torch::Tensor> absent = reader->Read("encoder.layers.99.fc1.weight");
@@ -462,7 +462,7 @@ TEST_F(ShardedCheckpointTest, CheckpointSavedByTwoStagesLoadsIntoOneAndFourStage
       }
     }
     ASSERT_EQ(gathered.size(), saved.size());
-    for (const auto& [name, t] : saved) ExpectBitwiseEqual(t, gathered.at(name), name);
+    for (const auto& [name, t] : saved) ExpectShardTensorsBitwiseEqual(t, gathered.at(name), name);
   }
 }
 
@@ -510,8 +510,8 @@ TEST_F(ShardedCheckpointTest, VersionOneCheckpointIsReadAndVerifiedPerFile) {
   for (const auto& [name, t] : ckpt.files["model.bin"]) {
     absl::StatusOr<torch::Tensor> read = reader->Read(name);
     ASSERT_TRUE(read.ok()) << read.status();
-    ExpectBitwiseEqual(t, *read, name);
-    ExpectBitwiseEqual(t, loaded->Find(name), name);
+    ExpectShardTensorsBitwiseEqual(t, *read, name);
+    ExpectShardTensorsBitwiseEqual(t, loaded->Find(name), name);
   }
   FlipByte(folder / "model.bin", manifest["tensors"][0]["offset"].get<int64_t>());
   auto fresh = OpenReader(*path);  // The first reader already verified the file.

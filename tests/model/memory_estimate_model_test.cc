@@ -11,7 +11,7 @@
 namespace deepnet::model {
 namespace {
 
-int64_t CountParameters(DeepNetImpl& model) {
+int64_t CountModelParameters(DeepNetImpl& model) {
   int64_t n = 0;
   for (const auto& p : model.parameters()) n += p.numel();
   return n;
@@ -43,14 +43,14 @@ TEST(MemoryEstimateModelTest, ParameterCountsMatchBuiltModelsAndSlices) {
         const std::string what = std::string(ToString(norm)) + " N=" + std::to_string(n) +
                                  " M=" + std::to_string(m) + " untie=" + std::to_string(untie);
         DeepNet whole(c);
-        EXPECT_EQ(job::ModelParameterCount(c), CountParameters(*whole)) << what;
+        EXPECT_EQ(job::ModelParameterCount(c), CountModelParameters(*whole)) << what;
         EXPECT_EQ(job::ModelParameterCount(c), ComputeModelStats(c).parameters) << what;
         job::MemoryLayout layout;
         layout.pipeline_stages = 2;
         const int64_t layers = n + m;
         for (int64_t stage = 0; stage < 2; ++stage) {
           DeepNet part(c, SliceOf(c, stage * layers / 2, (stage + 1) * layers / 2));
-          EXPECT_EQ(job::EstimateStageMemory(c, layout, stage).parameters, CountParameters(*part))
+          EXPECT_EQ(job::EstimateStageMemory(c, layout, stage).parameters, CountModelParameters(*part))
               << what << " stage " << stage;
         }
       }
