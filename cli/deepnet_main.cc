@@ -187,6 +187,12 @@ int main(int argc, char** argv) {
   experiment_run_cmd->add_option("--trainer", experiment_run.trainer,
                                  "The deepnet program to run (default: this one)");
   experiment_run_cmd->add_flag("--no-plots", experiment_run.no_plots, "Write results only");
+  experiment_run_cmd->add_option("--coordinator", experiment_run.coordinator,
+                                 "Submit the runs as jobs to this coordinator (HOST:PORT)");
+  experiment_run_cmd->add_option("--deepnetctl", experiment_run.deepnetctl,
+                                 "The deepnetctl program (default: beside this one, else PATH)");
+  experiment_run_cmd->add_option("--token-file", experiment_run.token_file,
+                                 "deepnetctl --token-file (default: DEEPNET_TOKEN*)");
   std::string experiment_plot_dir;
   auto* experiment_plot_cmd = experiment_cmd->add_subcommand(
       "plot", "Redraw a sweep's plots from its results.jsonl (needs gnuplot)");

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "experiment/coordinator_executor.h"
 #include "experiment/plots.h"
 #include "experiment/presets.h"
 #include "experiment/run_plan.h"
@@ -25,6 +27,14 @@ std::string SelfPath() {
   std::error_code ec;
   const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("deepnet") : path.string();
+}
+
+// deepnetctl from the same build as this program when it is there, else from PATH.
+std::string DefaultDeepnetctl() {
+  const std::filesystem::path beside =
+      std::filesystem::path(SelfPath()).parent_path() / "deepnetctl";
+  std::error_code ec;
+  return std::filesystem::exists(beside, ec) ? beside.string() : std::string("deepnetctl");
 }
 
 std::string PresetNames() {
@@ -77,13 +87,23 @@ int RunExperiment(const ExperimentRunCommand& command, const std::atomic<bool>* 
     err << who << plan.status().message() << "\n";
     return kExitBadInput;
   }
-  LocalExecutor executor(command.trainer.empty() ? SelfPath() : command.trainer);
+  std::unique_ptr<RunExecutor> executor;
+  if (command.coordinator.empty()) {
+    executor =
+        std::make_unique<LocalExecutor>(command.trainer.empty() ? SelfPath() : command.trainer);
+  } else {
+    std::vector<std::string> flags;
+    if (!command.token_file.empty()) flags = {"--token-file", command.token_file};
+    executor = std::make_unique<CoordinatorExecutor>(
+        command.deepnetctl.empty() ? DefaultDeepnetctl() : command.deepnetctl, command.coordinator,
+        flags);
+  }
   RunnerOptions options;
   options.out_dir = spec->out;
   options.commit = BuildCommit();
   options.stop = stop;
   options.progress = &out;
-  auto summary = RunSweep(*spec, *plan, &executor, options);
+  auto summary = RunSweep(*spec, *plan, executor.get(), options);
   if (!summary.ok()) {
     err << who << summary.status().message() << "\n";
     return kExitFailure;

@@ -18,6 +18,10 @@ struct ExperimentRunCommand {
   // The trainer program; empty: this program (/proc/self/exe).
   std::string trainer;
   bool no_plots = false;
+  // Non-empty: submit each run as a job to this coordinator (HOST:PORT) through deepnetctl.
+  std::string coordinator;
+  std::string deepnetctl;  // Empty: the deepnetctl beside this program, else on PATH.
+  std::string token_file;  // Passed to deepnetctl (else its DEEPNET_TOKEN* variables count).
 };
 
 /// Exit codes: 0 the sweep ran (whatever its runs' statuses), 1 a runtime failure, 2 bad input,
