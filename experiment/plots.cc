@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -62,6 +63,15 @@ std::optional<double> Depth(const nlohmann::json& row) {
   return std::nullopt;
 }
 
+// gnuplot xtics at exactly the depths swept, with some room on both sides.
+std::string DepthTics(const std::set<double>& depths) {
+  std::vector<std::string> tics;
+  for (double d : depths) tics.push_back(absl::StrCat(d));
+  if (depths.empty()) return "set xtics autofreq\n";
+  return absl::StrCat("set xtics (", absl::StrJoin(tics, ", "), ")\nset xrange [",
+                      *depths.begin() / 1.3, ":", *depths.rbegin() * 1.3, "]\n");
+}
+
 struct Plot {
   std::string png;
   std::string title, xlabel, ylabel;
@@ -110,7 +120,9 @@ absl::StatusOr<std::vector<std::string>> DrawPlots(const std::string& out_dir) {
            "depth (encoder = decoder layers)", "final validation loss", false, true);
   std::ofstream summary(plots / "summary.tsv", std::ios::trunc);
   summary << "run_id\taxes\tstatus\tfinal_valid_loss\tsteps\twall_s\treason\n";
-  std::map<std::string, std::vector<std::pair<double, double>>> by_depth;  // label -> points
+  // label -> (depth, final validation loss, status) points
+  std::map<std::string, std::vector<std::tuple<double, double, std::string>>> by_depth;
+  std::set<double> depths;
   std::string sweep = "sweep";
   for (const std::string& id : order) {
     const nlohmann::json& row = latest.at(id);
@@ -150,14 +162,15 @@ absl::StatusOr<std::vector<std::string>> DrawPlots(const std::string& out_dir) {
     }
     if (auto d = Depth(row); d && final_valid.is_number()) {
       by_depth[Label(row, {"depth", "model.encoder_layers", "model.decoder_layers"})].emplace_back(
-          *d, final_valid.get<double>());
+          *d, final_valid.get<double>(), row.value("status", "?"));
+      depths.insert(*d);
     }
   }
   for (auto& [label, points] : by_depth) {
     std::sort(points.begin(), points.end());
     const std::string file = "data/depth." + SafeName(label) + ".dat";
     std::ofstream f(plots / file);
-    for (const auto& [d, v] : points) f << d << " " << v << "\n";
+    for (const auto& [d, v, status] : points) f << d << " " << v << " " << status << "\n";
     depth.series.emplace_back(file, label == "" ? sweep : label);
   }
   summary.close();
@@ -172,11 +185,18 @@ absl::StatusOr<std::vector<std::string>> DrawPlots(const std::string& out_dir) {
                     Quote(sweep + ": " + plot->title), "\nset xlabel ", Quote(plot->xlabel),
                     "\nset ylabel ", Quote(plot->ylabel), "\n",
                     plot->logy ? "set logscale y\n" : "unset logscale y\n",
-                    plot->logx ? "set logscale x 2\n" : "unset logscale x\n", "plot ");
+                    plot->logx ? "set logscale x 2\n" : "unset logscale x\n",
+                    plot == &depth ? DepthTics(depths) : "set xtics autofreq\n", "plot ");
     for (size_t i = 0; i < plot->series.size(); ++i) {
       absl::StrAppend(&script, i ? ", \\\n     " : "", Quote(plot->series[i].first),
                       " using 1:2 with linespoints pointsize 0.6 title ",
                       Quote(plot->series[i].second));
+    }
+    if (plot == &depth) {  // Each point says how its run ended (ok, plateau, budget, ...).
+      for (size_t i = 0; i < plot->series.size(); ++i) {
+        absl::StrAppend(&script, ", \\\n     ", Quote(plot->series[i].first),
+                        " using 1:2:3 with labels offset 0,0.8 font \",8\" notitle");
+      }
     }
     absl::StrAppend(&script, "\n");
     pngs.push_back((plots / plot->png).string());
