@@ -182,5 +182,22 @@ TEST(ExperimentE2eTest, SigtermStopsTheSweepAndTheSameCommandResumesIt) {
   for (const std::string& id : kIds) EXPECT_EQ(count[id], 1) << id;
 }
 
+TEST(ExperimentE2eTest, PresetsAreListedAndBadInputNamesWhatIsWrong) {
+  testing::TempDir dir;
+  ASSERT_EQ(Experiment({"list-presets"}, dir / "list"), 0);
+  EXPECT_THAT(Read(dir / "list"), HasSubstr("update-norm\t8 runs"));
+  EXPECT_THAT(Read(dir / "list"), HasSubstr("depth-sweep\t16 runs"));
+  EXPECT_EQ(Experiment({"run", "--preset", "nope"}, dir / "nope"), 2);
+  EXPECT_THAT(Read(dir / "nope"),
+              HasSubstr("--preset: unknown preset 'nope' (allowed: update-norm"));
+  EXPECT_EQ(Experiment({"run", "--preset", "update-norm", "--set", "axes.depth=[0]"}, dir / "bad"),
+            2);
+  EXPECT_THAT(Read(dir / "bad"), HasSubstr("axes.depth[0]: depth is a layer count"));
+  EXPECT_EQ(Experiment({"run", "--spec", dir / "missing.yaml"}, dir / "missing"), 2);
+  EXPECT_THAT(Read(dir / "missing"), HasSubstr("missing.yaml: no such file"));
+  EXPECT_EQ(Experiment({"plot", dir / "empty"}, dir / "plot"), 2);
+  EXPECT_THAT(Read(dir / "plot"), HasSubstr("no results to plot"));
+}
+
 }  // namespace
 }  // namespace deepnet
