@@ -69,7 +69,8 @@ void TrainLog::AddLine(const std::string& line) {
 
 bool IsPlateau(const std::vector<std::pair<int64_t, double>>& valid, const PlateauRule& rule) {
   if (valid.size() < 2) return false;
-  const double first = valid.front().second;
+  const size_t reference = valid.size() >= 3 && valid.front().first == 0 ? 1 : 0;
+  const double first = valid[reference].second;
   const double last = valid.back().second;
   if (!std::isfinite(first) || !std::isfinite(last)) return false;
   if (last <= rule.fraction * first) return false;
@@ -115,11 +116,14 @@ Verdict Classify(const TrainLog& log, const RunEnd& end, const PlateauRule& rule
   if (log.stop_reason == "signal") return {"failed", "stopped by a signal"};
   if (log.plateau_event) return {"plateau", "the trainer flagged a plateau"};
   if (IsPlateau(log.valid, rule)) {
-    return {"plateau",
-            absl::StrFormat("validation loss %.4g -> %.4g (above %.2g x the first, and less than "
-                            "%.0f%% better over the last %.0f%% of the run)",
-                            log.valid.front().second, log.valid.back().second, rule.fraction,
-                            100 * rule.min_improvement, 100 * rule.window)};
+    return {
+        "plateau",
+        absl::StrFormat(
+            "validation loss %.4g at step %d -> %.4g at the end (above %.2g x the former, "
+            "and less than %.0f%% better over the last %.0f%% of the run)",
+            log.valid[log.valid.size() >= 3 && log.valid.front().first == 0].second,
+            log.valid[log.valid.size() >= 3 && log.valid.front().first == 0].first,
+            log.valid.back().second, rule.fraction, 100 * rule.min_improvement, 100 * rule.window)};
   }
   return {"ok", ""};
 }

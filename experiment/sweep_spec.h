@@ -21,9 +21,10 @@ struct SweepAxis {
 
 /// How a finished run whose loss stayed high is told from one that trained (run_outcome.h).
 struct PlateauRule {
-  // Plateau when the final validation loss is above `fraction` x the first one (the step-0
-  // baseline) ...
-  double fraction = 0.5;
+  // Plateau when the final validation loss is above `fraction` x a reference: the first
+  // validation loss after step 0 (the step-0 baseline's level depends on the variant's init, so
+  // it is no fair yardstick), or the first one when the curve has fewer than 3 points ...
+  double fraction = 0.75;
   // ... and the last `window` share of the validation curve improved by less than
   // `min_improvement` (relative). With fewer than 3 validation points only `fraction` counts.
   double window = 0.5;

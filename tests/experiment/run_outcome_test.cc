@@ -101,10 +101,14 @@ TEST(ClassifyTest, PlateauRuleEdges) {
   PlateauRule rule;
   EXPECT_FALSE(IsPlateau({}, rule));
   EXPECT_FALSE(IsPlateau({{100, 3.5}}, rule));
-  EXPECT_TRUE(IsPlateau({{0, 5.5}, {100, 3.5}}, rule));  // Two points: the fraction alone.
+  // Two points: the fraction of the first alone.
+  EXPECT_TRUE(IsPlateau({{0, 5.5}, {100, 4.5}}, rule));
   EXPECT_FALSE(IsPlateau({{0, 5.5}, {100, 2.0}}, rule));
-  rule.fraction = 0.7;
-  EXPECT_FALSE(IsPlateau({{0, 5.5}, {100, 3.5}}, rule));
+  // More: the yardstick is the first point after step 0, not the init-dependent baseline.
+  EXPECT_TRUE(IsPlateau({{0, 7.0}, {100, 3.6}, {200, 3.55}, {300, 3.5}}, rule));
+  EXPECT_FALSE(IsPlateau({{0, 6.0}, {100, 3.6}, {200, 2.0}, {300, 1.7}}, rule));
+  rule.fraction = 0.9;
+  EXPECT_FALSE(IsPlateau({{0, 5.5}, {100, 4.5}}, rule));
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ TEST(SweepRunnerTest, WritesOneRowPerRunWithTheRunnersOverrides) {
   testing::TempDir dir;
   ScriptedExecutor executor;
   executor.lines["norm-post_ln_depth-2"] = {R"({"event":"valid","step":0,"loss":5.5})",
-                                            R"({"event":"valid","step":4,"loss":3.5})",
+                                            R"({"event":"valid","step":4,"loss":4.5})",
                                             R"j({"event":"stop","message":"step 4 (max_steps)"})j"};
   executor.lines["norm-deepnorm_depth-1"] = {R"({"event":"step","step":2,"loss":null})"};
   SweepSpec spec = Spec(dir / "out");
