@@ -31,8 +31,18 @@ std::string ShortKey(const std::string& key) {
 std::string Label(const nlohmann::json& row, const std::set<std::string>& skip = {}) {
   std::vector<std::string> parts;
   if (row.contains("axes") && row["axes"].is_object()) {
-    for (const auto& [key, value] : row["axes"].items()) {
-      if (!skip.count(key)) parts.push_back(ShortKey(key) + "=" + ValueText(value));
+    // In the spec's axis order when the row has it (JSON objects come back sorted).
+    std::vector<std::string> keys;
+    if (row.contains("axis_order") && row["axis_order"].is_array()) {
+      for (const auto& key : row["axis_order"]) {
+        if (key.is_string() && row["axes"].contains(key.get<std::string>())) keys.push_back(key);
+      }
+    }
+    if (keys.empty()) {
+      for (const auto& item : row["axes"].items()) keys.push_back(item.key());
+    }
+    for (const std::string& key : keys) {
+      if (!skip.count(key)) parts.push_back(ShortKey(key) + "=" + ValueText(row["axes"][key]));
     }
   }
   return parts.empty() ? row.value("run_id", "run") : absl::StrJoin(parts, " ");

@@ -50,11 +50,21 @@ nlohmann::json Series(const std::vector<std::pair<int64_t, double>>& points) {
 nlohmann::json BaseRow(const SweepSpec& spec, const PlannedRun& run, const std::string& mode,
                        const std::string& commit) {
   nlohmann::json axes = nlohmann::json::object();
-  for (const auto& [key, value] : run.axis_values) axes[key] = ScalarToJson(value);
-  return {
-      {"sweep", spec.name}, {"run_id", run.id},           {"mode", mode},
-      {"commit", commit},   {"started_at", UtcNow()},     {"axes", axes},
-      {"seed", run.seed},   {"max_steps", run.max_steps}, {"config", YamlToJson(run.config_yaml)}};
+  nlohmann::json axis_order = nlohmann::json::array();
+  for (const auto& [key, value] : run.axis_values) {
+    axes[key] = ScalarToJson(value);
+    axis_order.push_back(key);
+  }
+  return {{"sweep", spec.name},
+          {"run_id", run.id},
+          {"mode", mode},
+          {"commit", commit},
+          {"started_at", UtcNow()},
+          {"axes", axes},
+          {"axis_order", axis_order},
+          {"seed", run.seed},
+          {"max_steps", run.max_steps},
+          {"config", YamlToJson(run.config_yaml)}};
 }
 
 nlohmann::json Finite(const std::optional<double>& v) {
