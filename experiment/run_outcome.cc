@@ -49,12 +49,19 @@ void TrainLog::AddLine(const std::string& line) {
     probe.push_back(std::move(p));
   } else if (event == "diagnostics") {
     ++diagnostics_lines;
-  } else if (event == "guard") {
+    diagnostics.push_back({{"step", step}, {"summary", j.value("summary", nlohmann::json())}});
+  } else if (event == "guard" || event == "plateau") {
+    nlohmann::json e = j;
+    e.erase("event");
+    e["kind"] = event;
+    guard_events.push_back(std::move(e));
+  }
+  if (event == "guard") {
     const std::string action = j.value("action", "");
     if (action == "fail") {
       guard_failed = true;
       guard_reason = j.value("reason", j.value("message", std::string("guard failed the run")));
-    } else {
+    } else if (action == "rollback") {
       ++guard_rollbacks;
     }
   } else if (event == "plateau") {

@@ -36,6 +36,10 @@ class TrainLog {
   std::string guard_reason;
   bool plateau_event = false;
   int64_t diagnostics_lines = 0;
+  // {"step", "summary"} of each diagnostics line (the per-layer values stay in the run's log).
+  std::vector<nlohmann::json> diagnostics;
+  // Each guard and plateau line, without its "event" key.
+  std::vector<nlohmann::json> guard_events;
   // Set once a "probe" line arrived: step lines' update_norm are then not used.
   bool has_probe_lines = false;
 };

@@ -218,6 +218,8 @@ absl::StatusOr<SweepSummary> RunSweep(const SweepSpec& spec, const std::vector<P
                 {"guard_rollbacks", log.guard_rollbacks},
                 {"plateau_event", log.plateau_event},
                 {"diagnostics_lines", log.diagnostics_lines},
+                {"diagnostics", log.diagnostics},
+                {"guard_events", log.guard_events},
                 {"log", exec->log_file}});
     for (const auto& [key, value] : exec->extra.items()) row[key] = value;
     if (auto s = AppendResult(results_path, row); !s.ok()) return s;

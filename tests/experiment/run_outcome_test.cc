@@ -43,6 +43,21 @@ TEST(TrainLogTest, ProbeLinesReplaceStepUpdateNorms) {
   EXPECT_EQ(log.probe[0]["logits_update_norm"], 1);
   EXPECT_EQ(log.probe[1]["step"], 2);
   EXPECT_EQ(log.diagnostics_lines, 1);
+  ASSERT_EQ(log.diagnostics.size(), 1u);
+  EXPECT_EQ(log.diagnostics[0]["step"], 2);
+}
+
+TEST(TrainLogTest, GuardAndPlateauLinesAreKept) {
+  TrainLog log =
+      Log({R"({"event":"guard","step":7,"action":"rollback","reason":"spike","to_step":5})",
+           R"({"event":"guard","step":9,"action":"rollback","reason":"nan"})",
+           R"({"event":"plateau","step":400,"window":200})"});
+  EXPECT_EQ(log.guard_rollbacks, 2);
+  EXPECT_FALSE(log.guard_failed);
+  EXPECT_TRUE(log.plateau_event);
+  ASSERT_EQ(log.guard_events.size(), 3u);
+  EXPECT_EQ(log.guard_events[0]["to_step"], 5);
+  EXPECT_EQ(log.guard_events[2]["kind"], "plateau");
 }
 
 TEST(ClassifyTest, OkPlateauDivergedFailedBudget) {
