@@ -1,5 +1,9 @@
 #include "experiment/sweep_runner.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -116,6 +120,19 @@ absl::StatusOr<SweepSummary> RunSweep(const SweepSpec& spec, const std::vector<P
   fs::create_directories(out / "runs", ec);
   if (ec)
     return absl::InternalError(absl::StrCat(options.out_dir, ": cannot create: ", ec.message()));
+  // One sweep per folder at a time: a second would append the same runs twice.
+  const std::string lock_path = (out / ".lock").string();
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (lock_fd >= 0) ::close(lock_fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(options.out_dir, ": another deepnet experiment is running in this folder (",
+                     lock_path, " is locked)"));
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }
+  } unlock{lock_fd};
   const std::string results_path = (out / "results.jsonl").string();
   const std::string job_file = (out / "job.yaml").string();
   if (auto s = WriteText(job_file, spec.job_yaml); !s.ok()) return s;

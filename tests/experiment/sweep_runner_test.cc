@@ -1,9 +1,14 @@
 // RunSweep with a scripted executor: rows, resume and the run budget, without any trainer.
 #include "experiment/sweep_runner.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -148,6 +153,20 @@ TEST(SweepRunnerTest, RunBudgetWritesBudgetRowsThatALaterSweepRuns) {
   ScriptedExecutor third;
   ASSERT_TRUE(Sweep(spec, &third).ok());
   EXPECT_EQ(third.ran, std::vector<std::string>{"norm-deepnorm_depth-2"});
+}
+
+TEST(SweepRunnerTest, SecondSweepInTheSameFolderIsRefused) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir / "out");
+  const int fd = ::open((dir / "out/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  ScriptedExecutor executor;
+  auto summary = Sweep(Spec(dir / "out"), &executor);
+  ::close(fd);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_THAT(std::string(summary.status().message()), HasSubstr("another deepnet experiment"));
+  EXPECT_TRUE(executor.ran.empty());
 }
 
 TEST(SweepRunnerTest, FailedRunIsFinalAndNamesTheExitCode) {
