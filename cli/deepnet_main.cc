@@ -13,6 +13,7 @@
 #include "cli/plan_command.h"
 #include "cli/prepare_command.h"
 #include "cli/score_command.h"
+#include "experiment/experiment_command.h"
 #include "train/runtime_threads.h"
 
 namespace {
@@ -167,6 +168,39 @@ int main(int argc, char** argv) {
   prepare_cmd->add_option("--threads", prepare.num_threads, "SentencePiece threads");
   prepare_cmd->add_option("--seed", prepare.seed, "Sampling seed");
 
+  auto* experiment_cmd = app.add_subcommand(
+      "experiment", "Run a sweep of training runs and plot it (docs/CLI.md, deepnet experiment)");
+  experiment_cmd->require_subcommand(1);
+  experiment::ExperimentRunCommand experiment_run;
+  auto* experiment_run_cmd = experiment_cmd->add_subcommand(
+      "run", "Run a sweep (resumes one already in --out), write results.jsonl and plots");
+  experiment_run_cmd->add_option("--preset", experiment_run.preset,
+                                 "A built-in sweep (deepnet experiment list-presets)");
+  experiment_run_cmd->add_option("--spec", experiment_run.spec_path, "A sweep spec (YAML)");
+  experiment_run_cmd->add_option("--out", experiment_run.out_dir, "Output folder (spec: out)");
+  experiment_run_cmd->add_option("--budget-minutes", experiment_run.budget_minutes,
+                                 "Compute budget of the whole sweep (spec: budget.minutes)");
+  experiment_run_cmd->add_option(
+      "--set", experiment_run.sets,
+      "axes.KEY=[v,...], budget.*, plateau.*, out=DIR, or a job override key.path=value "
+      "(repeatable)");
+  experiment_run_cmd->add_option("--trainer", experiment_run.trainer,
+                                 "The deepnet program to run (default: this one)");
+  experiment_run_cmd->add_flag("--no-plots", experiment_run.no_plots, "Write results only");
+  experiment_run_cmd->add_option("--coordinator", experiment_run.coordinator,
+                                 "Submit the runs as jobs to this coordinator (HOST:PORT)");
+  experiment_run_cmd->add_option("--deepnetctl", experiment_run.deepnetctl,
+                                 "The deepnetctl program (default: beside this one, else PATH)");
+  experiment_run_cmd->add_option("--token-file", experiment_run.token_file,
+                                 "deepnetctl --token-file (default: DEEPNET_TOKEN*)");
+  std::string experiment_plot_dir;
+  auto* experiment_plot_cmd = experiment_cmd->add_subcommand(
+      "plot", "Redraw a sweep's plots from its results.jsonl (needs gnuplot)");
+  experiment_plot_cmd->add_option("dir", experiment_plot_dir, "The sweep's output folder")
+      ->required();
+  auto* experiment_list_cmd =
+      experiment_cmd->add_subcommand("list-presets", "List the built-in sweeps");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -179,6 +213,15 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, OnTerminate);
     return RunTrain(train, &g_stop, std::cout, std::cerr);
   }
+  if (*experiment_run_cmd) {
+    std::signal(SIGTERM, OnTerminate);
+    std::signal(SIGINT, OnTerminate);
+    return experiment::RunExperiment(experiment_run, &g_stop, std::cout, std::cerr);
+  }
+  if (*experiment_plot_cmd) {
+    return experiment::PlotExperiment(experiment_plot_dir, std::cout, std::cerr);
+  }
+  if (*experiment_list_cmd) return experiment::ListPresets(std::cout);
   if (*inspect_cmd) {
     auto parsed = model::ParseNormVariant(norm);
     if (!parsed) {

@@ -25,6 +25,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin prometheus-cpp-dev prometheus libsqlite3-dev openssl
   libsentencepiece-dev sentencepiece
   jq                      # scripts/demo.sh reads `deepnetctl workers -o json`
+  gnuplot-nox             # `deepnet experiment` draws its plots with it (pngcairo)
   debian-archive-keyring  # verifies trixie's index for the LibTorch 2.x CUDA headers (below)
 )
 
