@@ -45,6 +45,11 @@ void ReadModel(YamlMapReader r, model::DeepNetConfig* m) {
           model::NormVariant::kPostLnInit, model::NormVariant::kDeepNormPreLn},
          [](model::NormVariant n) { return model::ToString(n); });
   r.Double("layer_norm_eps", &m->layer_norm_eps());
+  r.Enum("init", &m->init(), {model::InitScheme::kPaper, model::InitScheme::kScaledDefault},
+         [](model::InitScheme i) { return model::ToString(i); });
+  r.Enum("positions", &m->positions(),
+         {model::PositionKind::kSinusoidal, model::PositionKind::kLearned},
+         [](model::PositionKind p) { return model::ToString(p); });
   r.Finish();
 }
 

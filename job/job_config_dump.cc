@@ -44,6 +44,8 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "share_decoder_input_output", m.share_decoder_input_output());
   Emit(out, "norm", std::string(model::ToString(m.norm())));
   EmitDouble(out, "layer_norm_eps", m.layer_norm_eps());
+  Emit(out, "init", std::string(model::ToString(m.init())));
+  Emit(out, "positions", std::string(model::ToString(m.positions())));
   out << YAML::EndMap;
 
   const DataConfig& d = c.data;
