@@ -59,6 +59,14 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "max_words", d.synthetic.max_words);
   Emit(out, "seed", d.synthetic.seed);
   out << YAML::EndMap;
+  out << YAML::Key << "random_tokens" << YAML::Value << YAML::BeginMap;
+  Emit(out, "vocab_size", d.random_tokens.vocab_size);
+  Emit(out, "pairs", d.random_tokens.pairs);
+  Emit(out, "min_len", d.random_tokens.min_len);
+  Emit(out, "max_len", d.random_tokens.max_len);
+  Emit(out, "target", d.random_tokens.target);
+  Emit(out, "seed", d.random_tokens.seed);
+  out << YAML::EndMap;
   Emit(out, "train_path", d.train_path);
   Emit(out, "valid_path", d.valid_path);
   Emit(out, "src_lang", d.src_lang);

@@ -342,7 +342,8 @@ TEST(JobConfigTest, EnumeratedValuesListTheAllowedOnes) {
   EXPECT_EQ(ParseError("data:\n  tokenizer: spm\n"),
             "job.yaml: data.tokenizer: must be one of byte (got 'spm')");
   EXPECT_EQ(ParseError("data:\n  source: parquet\n"),
-            "job.yaml: data.source: must be one of synthetic, tsv, shards (got 'parquet')");
+            "job.yaml: data.source: must be one of synthetic, tsv, shards, random_tokens (got "
+            "'parquet')");
   EXPECT_EQ(ParseError("runtime:\n  attention: flash\n"),
             "job.yaml: runtime.attention: must be one of auto, sdpa, reference (got 'flash')");
   EXPECT_EQ(ParseError("runtime:\n  recompute: full\n"),
