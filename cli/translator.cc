@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Translator>> Translator::Open(const std::string& 
     if (!spm.ok()) return spm.status();
     t->tokenizer_ = *std::move(spm);
   } else {
-    auto tokenizer = train::MakeTokenizer(kind, t->languages_);
+    auto tokenizer = train::MakeTokenizer(kind, t->languages_, &job_config->data);
     if (!tokenizer.ok()) return tokenizer.status();
     t->tokenizer_ = *std::move(tokenizer);
   }

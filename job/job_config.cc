@@ -45,6 +45,11 @@ void ReadModel(YamlMapReader r, model::DeepNetConfig* m) {
           model::NormVariant::kPostLnInit, model::NormVariant::kDeepNormPreLn},
          [](model::NormVariant n) { return model::ToString(n); });
   r.Double("layer_norm_eps", &m->layer_norm_eps());
+  r.Enum("init", &m->init(), {model::InitScheme::kPaper, model::InitScheme::kScaledDefault},
+         [](model::InitScheme i) { return model::ToString(i); });
+  r.Enum("positions", &m->positions(),
+         {model::PositionKind::kSinusoidal, model::PositionKind::kLearned},
+         [](model::PositionKind p) { return model::ToString(p); });
   r.Finish();
 }
 
@@ -58,6 +63,14 @@ void ReadData(YamlMapReader r, DataConfig* d) {
   synthetic.Int("max_words", &d->synthetic.max_words);
   synthetic.Uint("seed", &d->synthetic.seed);
   synthetic.Finish();
+  YamlMapReader random = r.Section("random_tokens");
+  random.Int("vocab_size", &d->random_tokens.vocab_size);
+  random.Int("pairs", &d->random_tokens.pairs);
+  random.Int("min_len", &d->random_tokens.min_len);
+  random.Int("max_len", &d->random_tokens.max_len);
+  random.String("target", &d->random_tokens.target);
+  random.Uint("seed", &d->random_tokens.seed);
+  random.Finish();
   r.String("train_path", &d->train_path);
   r.String("valid_path", &d->valid_path);
   r.String("src_lang", &d->src_lang);
@@ -255,7 +268,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.Positive("model.layer_norm_eps", m.layer_norm_eps());
 
   const DataConfig& d = c.data;
-  check.OneOf("data.source", d.source, {"synthetic", "tsv", "shards"});
+  check.OneOf("data.source", d.source, {"synthetic", "tsv", "shards", "random_tokens"});
   if (d.source == "tsv" && d.train_path.empty()) {
     problems->Add("data.train_path", "must be set when data.source is tsv");
   }
@@ -276,6 +289,14 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("data.prefetch", d.prefetch, 1);
   if (absl::Status s = ValidateSyntheticData(d.synthetic); !s.ok()) {
     problems->Add("", absl::StrCat("data.synthetic.", s.message()));
+  }
+  if (absl::Status s = ValidateRandomTokens(d.random_tokens); !s.ok()) {
+    problems->Add("", absl::StrCat("data.random_tokens.", s.message()));
+  } else if (d.source == "random_tokens" && d.max_len > 0 &&
+             d.random_tokens.max_len + 2 > d.max_len) {
+    problems->Add("data.random_tokens.max_len",
+                  absl::StrCat("must be <= data.max_len - 2 (tag and EOS): ",
+                               d.random_tokens.max_len, " + 2 > ", d.max_len));
   }
   check.InRange("data.valid_fraction", d.valid_fraction, 0, 0.5, true);
   check.OneOf("data.tokenizer", d.tokenizer, {"byte"});

@@ -32,14 +32,35 @@ std::vector<std::string> SyntheticDataLanguages();
 /// Error naming the offending field ("languages", "pairs_per_language", ...) or OK.
 [[nodiscard]] absl::Status ValidateSyntheticData(const SyntheticDataConfig& options);
 
+/// The uniform random-token task (data.source: random_tokens): sources of uniformly drawn
+/// symbols, targets a deterministic function of them. Mirrors data::RandomTokenTaskOptions
+/// (data/random_token_task.h); validation pairs come from data.valid_fraction.
+struct RandomTokensConfig {
+  // Symbols to draw from (special tokens and the language tag come on top).
+  int64_t vocab_size = 64;
+  // Pairs to generate (before the validation split).
+  int64_t pairs = 10000;
+  // Source length in symbols, inclusive bounds.
+  int64_t min_len = 4;
+  int64_t max_len = 16;
+  // "copy" or "reverse".
+  std::string target = "copy";
+  uint64_t seed = 1;
+};
+
+/// Error naming the offending field ("vocab_size: must be in [2, 1048576] (got 0)") or OK.
+[[nodiscard]] absl::Status ValidateRandomTokens(const RandomTokensConfig& options);
+
 /// Where training text comes from and how it is batched.
 struct DataConfig {
-  // "synthetic" (generated multilingual task, SyntheticDataConfig), "tsv", or "shards"
-  // (binarised shards and SentencePiece model made by `deepnet data prepare`, in shard_dir).
+  // "synthetic" (generated multilingual task, SyntheticDataConfig), "tsv", "shards"
+  // (binarised shards and SentencePiece model made by `deepnet data prepare`, in shard_dir),
+  // or "random_tokens" (RandomTokensConfig, its own symbol tokenizer).
   std::string source = "synthetic";
   // Folder with shards.json, spm.model and <split>.<src>-<tgt>.bin (source: shards).
   std::string shard_dir;
   SyntheticDataConfig synthetic;
+  RandomTokensConfig random_tokens;  // data.source: random_tokens.
   // TSV training file (source: tsv); lines `src<TAB>tgt` or `sl<TAB>tl<TAB>src<TAB>tgt`.
   std::string train_path;
   // TSV validation file; empty means hold out `valid_fraction` of the training pairs.

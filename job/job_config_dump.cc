@@ -44,6 +44,8 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "share_decoder_input_output", m.share_decoder_input_output());
   Emit(out, "norm", std::string(model::ToString(m.norm())));
   EmitDouble(out, "layer_norm_eps", m.layer_norm_eps());
+  Emit(out, "init", std::string(model::ToString(m.init())));
+  Emit(out, "positions", std::string(model::ToString(m.positions())));
   out << YAML::EndMap;
 
   const DataConfig& d = c.data;
@@ -56,6 +58,14 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "min_words", d.synthetic.min_words);
   Emit(out, "max_words", d.synthetic.max_words);
   Emit(out, "seed", d.synthetic.seed);
+  out << YAML::EndMap;
+  out << YAML::Key << "random_tokens" << YAML::Value << YAML::BeginMap;
+  Emit(out, "vocab_size", d.random_tokens.vocab_size);
+  Emit(out, "pairs", d.random_tokens.pairs);
+  Emit(out, "min_len", d.random_tokens.min_len);
+  Emit(out, "max_len", d.random_tokens.max_len);
+  Emit(out, "target", d.random_tokens.target);
+  Emit(out, "seed", d.random_tokens.seed);
   out << YAML::EndMap;
   Emit(out, "train_path", d.train_path);
   Emit(out, "valid_path", d.valid_path);

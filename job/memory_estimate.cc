@@ -124,6 +124,12 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
   int64_t params = Add(Mul(enc_layers, EncoderLayerParameterCount(c)),
                        Mul(dec_layers, DecoderLayerParameterCount(c)));
   params = Add(params, Mul(Tables(c, s), Mul(v, d)));
+  const int64_t positions = std::max<int64_t>(c.max_positions(), 0);
+  const bool learned = c.positions() == model::PositionKind::kLearned;
+  if (learned) {  // One learned table per stack, on the slice that embeds its input.
+    if (s.has_enc() && s.enc_begin == 0) params = Add(params, Mul(positions, d));
+    if (s.has_dec() && s.dec_begin == 0) params = Add(params, Mul(positions, d));
+  }
   if (PreNorm(c)) {
     if (s.has_enc() && s.enc_end == n) params = Add(params, LayerNormParameters(c));
     if (s.has_dec() && s.dec_end == m) params = Add(params, LayerNormParameters(c));
@@ -133,7 +139,7 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
   out.parameter_bytes = Mul(params, low ? 4 + b : 4);
   out.gradient_bytes = Mul(params, 4);
   out.optimizer_bytes = Mul(params, 8);
-  out.buffer_bytes = Mul(std::max<int64_t>(c.max_positions(), 0), d, 4);
+  out.buffer_bytes = learned ? 0 : Mul(positions, d, 4);
 
   int64_t elements = Add(Mul(enc_layers, EncoderLayerActivations(c, seq)),
                          Mul(dec_layers, DecoderLayerActivations(c, seq)));

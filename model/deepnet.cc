@@ -66,6 +66,10 @@ void DeepNetImpl::reset() {
     if (!c.share_all_embeddings() && (owns_input || (owns_out && !untied_output))) {
       stack->embed_tokens = stack->register_module("embed_tokens", make_table());
     }
+    if (owns_input && c.positions() == PositionKind::kLearned) {
+      stack->embed_positions =
+          stack->register_module("embed_positions", torch::nn::Embedding(c.max_positions(), d));
+    }
     if (pre_norm_ && owns_end) stack->layer_norm = stack->register_module("layer_norm", make_norm());
     if (owns_out && untied_output) {
       stack->output_projection = stack->register_module(
@@ -90,7 +94,9 @@ void DeepNetImpl::reset() {
       decoder_->layers->update({{std::to_string(i), decoder_layers_.back().ptr()}});
     }
   }
-  positions_ = register_buffer("positions", SinusoidalPositions(c.max_positions(), d));
+  if (c.positions() == PositionKind::kSinusoidal) {
+    positions_ = register_buffer("positions", SinusoidalPositions(c.max_positions(), d));
+  }
 }
 
 torch::nn::Embedding& DeepNetImpl::SourceTable() {
@@ -121,14 +127,20 @@ torch::Tensor DeepNetImpl::padding_mask(const torch::Tensor& tokens) const {
 }
 
 torch::Tensor DeepNetImpl::Embed(torch::nn::Embedding& table, const torch::Tensor& tokens,
-                                 int64_t start_position) {
+                                 int64_t start_position, Stack& stack) {
   const int64_t len = tokens.size(1);
   TORCH_CHECK(start_position + len <= config_.max_positions(), "sequence of ",
               start_position + len, " positions exceeds max_positions ",
               config_.max_positions());
-  // Scaled embedding plus sinusoidal positions (Vaswani et al. 2017 §3.4, 3.5).
+  // Scaled embedding plus sinusoidal (Vaswani et al. 2017 §3.4, 3.5) or learned positions.
   torch::Tensor x = table(tokens).mul_(std::sqrt(static_cast<double>(config_.d_model())));
-  x = x + positions_.narrow(0, start_position, len).unsqueeze(0);
+  if (config_.positions() == PositionKind::kLearned) {
+    TORCH_CHECK(stack && stack->embed_positions, "slice ", slice_.ToString(),
+                " does not own the learned position table");
+    x = x + stack->embed_positions->weight.narrow(0, start_position, len).unsqueeze(0);
+  } else {
+    x = x + positions_.narrow(0, start_position, len).unsqueeze(0);
+  }
   if (config_.dropout() > 0.0 && is_training()) {
     x = torch::nn::functional::dropout(
         x, torch::nn::functional::DropoutFuncOptions().p(config_.dropout()).training(true));
@@ -137,11 +149,11 @@ torch::Tensor DeepNetImpl::Embed(torch::nn::Embedding& table, const torch::Tenso
 }
 
 torch::Tensor DeepNetImpl::embed_source(const torch::Tensor& src_tokens) {
-  return Embed(SourceTable(), src_tokens, 0);
+  return Embed(SourceTable(), src_tokens, 0, encoder_);
 }
 
 torch::Tensor DeepNetImpl::embed_target(const torch::Tensor& tgt_tokens, int64_t start_position) {
-  return Embed(TargetTable(), tgt_tokens, start_position);
+  return Embed(TargetTable(), tgt_tokens, start_position, decoder_);
 }
 
 torch::Tensor DeepNetImpl::run_encoder_layers(torch::Tensor x, const torch::Tensor& padding_mask) {

@@ -30,14 +30,16 @@ struct DecoderState {
   void Reorder(const torch::Tensor& index);
 };
 
-/// One stack's own modules: `embed_tokens` (without shared vocabularies), `layers.<global
-/// index>`, `layer_norm` (Pre-LN variants, on the slice that ends the stack) and
-/// `output_projection` (untied output weights). Each is null when this slice does not own it.
+/// One stack's own modules: `embed_tokens` (without shared vocabularies), `embed_positions`
+/// (learned positions, on the slice that starts the stack), `layers.<global index>`, `layer_norm`
+/// (Pre-LN variants, on the slice that ends the stack) and `output_projection` (untied output
+/// weights). Each is null when this slice does not own it.
 class StackImpl : public torch::nn::Cloneable<StackImpl> {
  public:
   StackImpl() { reset(); }
   void reset() override;
   torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::Embedding embed_positions{nullptr};
   torch::nn::ModuleDict layers{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
   torch::nn::Linear output_projection{nullptr};
@@ -93,7 +95,7 @@ class DeepNetImpl : public torch::nn::Cloneable<DeepNetImpl> {
 
  private:
   torch::Tensor Embed(torch::nn::Embedding& table, const torch::Tensor& tokens,
-                      int64_t start_position);
+                      int64_t start_position, Stack& stack);
   torch::nn::Embedding& SourceTable();
   torch::nn::Embedding& TargetTable();
   const torch::Tensor& OutputWeight();
@@ -108,7 +110,7 @@ class DeepNetImpl : public torch::nn::Cloneable<DeepNetImpl> {
   Stack decoder_{nullptr};
   std::vector<EncoderLayer> encoder_layers_;  // [local encoder layer]
   std::vector<DecoderLayer> decoder_layers_;  // [local decoder layer]
-  torch::Tensor positions_;                   // [max_positions, D] sinusoidal table (buffer)
+  torch::Tensor positions_;  // [max_positions, D] sinusoidal table (buffer; sinusoidal only)
 };
 TORCH_MODULE(DeepNet);
 

@@ -21,10 +21,25 @@ enum class NormVariant {
 
 enum class Activation { kRelu, kGelu };
 
+/// How weight matrices are initialised before DeepNorm's beta applies (docs/MODEL.md).
+enum class InitScheme {
+  kPaper,          // Xavier-normal with gain beta on v/out/fc1/fc2, gain 1 on q/k; biases 0.
+  kScaledDefault,  // PyTorch's nn.Linear default U(+-1/sqrt(fan_in)) (weights and biases),
+                   // then v/out/fc1/fc2 weights and biases times beta (TorchScale's way).
+};
+
+/// Where position information comes from.
+enum class PositionKind {
+  kSinusoidal,  // Fixed sinusoidal table (a buffer, not a parameter).
+  kLearned,     // A learned [max_positions, d_model] table per stack that embeds tokens.
+};
+
 // Names as written in job configs ("deepnorm", "relu"); defined in deepnet_config_names.cc,
 // which needs no LibTorch (target deepnet_model_config).
 std::string_view ToString(NormVariant norm);
 std::string_view ToString(Activation activation);
+std::string_view ToString(InitScheme init);
+std::string_view ToString(PositionKind positions);
 std::optional<NormVariant> ParseNormVariant(std::string_view name);
 
 /// Shape and regularisation of a DeepNet encoder-decoder. Either stack may have 0 layers
@@ -44,7 +59,7 @@ struct DeepNetConfig {
   DEEPNET_CONFIG_ARG(double, attention_dropout) = 0.0;
   DEEPNET_CONFIG_ARG(double, activation_dropout) = 0.0;
   DEEPNET_CONFIG_ARG(Activation, activation) = Activation::kRelu;
-  // Longest sequence (in tokens) the sinusoidal position table covers.
+  // Longest sequence (in tokens) the position table (sinusoidal or learned) covers.
   DEEPNET_CONFIG_ARG(int64_t, max_positions) = 1024;
   // Source embedding, target embedding and output projection are one tensor.
   DEEPNET_CONFIG_ARG(bool, share_all_embeddings) = true;
@@ -52,6 +67,8 @@ struct DeepNetConfig {
   DEEPNET_CONFIG_ARG(bool, share_decoder_input_output) = true;
   DEEPNET_CONFIG_ARG(NormVariant, norm) = NormVariant::kDeepNorm;
   DEEPNET_CONFIG_ARG(double, layer_norm_eps) = 1e-5;
+  DEEPNET_CONFIG_ARG(InitScheme, init) = InitScheme::kPaper;
+  DEEPNET_CONFIG_ARG(PositionKind, positions) = PositionKind::kSinusoidal;
 };
 
 /// Throws c10::Error (TORCH_CHECK) naming the first field that is out of range. Needs LibTorch

@@ -19,6 +19,14 @@ std::string_view ToString(Activation activation) {
   return activation == Activation::kRelu ? "relu" : "gelu";
 }
 
+std::string_view ToString(InitScheme init) {
+  return init == InitScheme::kPaper ? "paper" : "scaled_default";
+}
+
+std::string_view ToString(PositionKind positions) {
+  return positions == PositionKind::kSinusoidal ? "sinusoidal" : "learned";
+}
+
 std::optional<NormVariant> ParseNormVariant(std::string_view name) {
   for (NormVariant v : {NormVariant::kDeepNorm, NormVariant::kPostLn, NormVariant::kPreLn,
                         NormVariant::kPostLnInit, NormVariant::kDeepNormPreLn}) {

@@ -40,12 +40,37 @@ uint64_t SeedFor(uint64_t seed, const std::string& name) {
   return SplitMix64(seed ^ SplitMix64(h));
 }
 
+// v_proj, out_proj, fc1 and fc2 (weights and biases) get DeepNorm's beta.
+bool BetaScaled(std::string_view name) {
+  for (std::string_view part : {"v_proj.", "out_proj.", "fc1.", "fc2."}) {
+    if (name.find(part) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+double InitStd(const ParameterInit& rule, int64_t fan_out, int64_t fan_in, int64_t d_model) {
+  using Kind = ParameterInit::Kind;
+  switch (rule.kind) {
+    case Kind::kXavierNormal:
+      return rule.gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)) / rule.divisor;
+    case Kind::kUniform:
+      return rule.bound * rule.gain / rule.divisor / std::sqrt(3.0);
+    case Kind::kEmbedding:
+      return 1.0 / std::sqrt(static_cast<double>(d_model));
+    case Kind::kZeros:
+    case Kind::kOnes:
+      return 0.0;
+  }
+  return 0.0;
+}
 
 ParameterInit InitRuleFor(const std::string& name, const DeepNetConfig& config) {
   using Kind = ParameterInit::Kind;
   ParameterInit rule;
-  if (EndsWith(name, "embed_tokens.weight") || EndsWith(name, "output_projection.weight")) {
+  if (EndsWith(name, "embed_tokens.weight") || EndsWith(name, "output_projection.weight") ||
+      EndsWith(name, "embed_positions.weight")) {
     rule.kind = Kind::kEmbedding;
     return rule;
   }
@@ -56,18 +81,28 @@ ParameterInit InitRuleFor(const std::string& name, const DeepNetConfig& config) 
     rule.kind = EndsWith(name, ".weight") ? Kind::kOnes : Kind::kZeros;
     return rule;
   }
-  if (EndsWith(name, ".bias")) return rule;  // zeros
-  TORCH_CHECK(EndsWith(name, ".weight"), "no initialisation rule for parameter ", name);
+  const bool scaled_default = config.init() == InitScheme::kScaledDefault;
+  const bool bias = EndsWith(name, ".bias");
+  if (bias && !scaled_default) return rule;  // zeros
+  TORCH_CHECK(bias || EndsWith(name, ".weight"), "no initialisation rule for parameter ", name);
 
-  rule.kind = Kind::kXavierNormal;
   const bool encoder = StartsWith(name, "encoder.");
   const ModelScaling scaling =
       ComputeScaling(config.norm(), config.encoder_layers(), config.decoder_layers());
   const auto& stack = encoder ? scaling.encoder : scaling.decoder;
   TORCH_CHECK(stack.has_value(), "parameter ", name, " belongs to a stack the model lacks");
-  const bool scaled = EndsWith(name, "v_proj.weight") || EndsWith(name, "out_proj.weight") ||
-                      EndsWith(name, "fc1.weight") || EndsWith(name, "fc2.weight");
-  rule.gain = scaled ? stack->beta : 1.0;
+  rule.gain = BetaScaled(name) ? stack->beta : 1.0;
+  if (scaled_default) {
+    // nn.Linear's reset: kaiming_uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in)) for the weight,
+    // the same bound for the bias. Only fc2 reads ffn_dim inputs.
+    rule.kind = Kind::kUniform;
+    const bool ffn_input = name.find("fc2.") != std::string::npos;
+    const int64_t fan_in = ffn_input ? config.ffn_dim() : config.d_model();
+    rule.bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    if (bias) return rule;  // post_ln_init's k_l divides weights only.
+  } else {
+    rule.kind = Kind::kXavierNormal;
+  }
   if (config.norm() == NormVariant::kPostLnInit) {
     const int64_t layer = LayerIndex(name);
     TORCH_CHECK(layer >= 0, "cannot find the layer of parameter ", name);
@@ -90,14 +125,17 @@ void InitializeParameters(DeepNetImpl& model, uint64_t seed) {
     switch (rule.kind) {
       case ParameterInit::Kind::kXavierNormal: {
         TORCH_CHECK(values.dim() == 2, "Xavier init expects a matrix: ", item.key());
-        const double fan_out = static_cast<double>(values.size(0));
-        const double fan_in = static_cast<double>(values.size(1));
-        const double std = rule.gain * std::sqrt(2.0 / (fan_in + fan_out)) / rule.divisor;
-        values.normal_(0.0, std, gen);
+        values.normal_(0.0, InitStd(rule, values.size(0), values.size(1), config.d_model()), gen);
+        break;
+      }
+      case ParameterInit::Kind::kUniform: {
+        const double bound = rule.bound * rule.gain / rule.divisor;
+        values.uniform_(-bound, bound, gen);
         break;
       }
       case ParameterInit::Kind::kEmbedding:
-        values.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(config.d_model())), gen);
+        values.normal_(0.0, InitStd(rule, 0, 0, config.d_model()), gen);
+        // Position tables are indexed by position, not token: no padding row.
         if (item.key().find("embed_tokens") != std::string::npos) values[config.pad_id()].zero_();
         break;
       case ParameterInit::Kind::kZeros:

@@ -55,6 +55,9 @@ ModelStats ComputeModelStats(const DeepNetConfig& c, const StatsOptions& o) {
     if (!c.share_decoder_input_output()) tables += 1;
   }
   s.embedding_parameters = tables * v * d;
+  if (c.positions() == PositionKind::kLearned) {  // One learned table per stack.
+    s.embedding_parameters += ((n > 0 ? 1 : 0) + (m > 0 ? 1 : 0)) * c.max_positions() * d;
+  }
   const int64_t final_norms = PreNorm(c) ? ((n > 0 ? 1 : 0) + (m > 0 ? 1 : 0)) : 0;
   s.parameters = s.embedding_parameters + n * s.encoder_layer_parameters +
                  m * s.decoder_layer_parameters + final_norms * LayerNormParameters(c);

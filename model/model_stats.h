@@ -14,7 +14,7 @@ namespace deepnet::model {
 struct ModelStats {
   ModelScaling scaling;
   int64_t parameters = 0;            // Distinct trainable parameters (tied weights once).
-  int64_t embedding_parameters = 0;  // Embeddings and output projection.
+  int64_t embedding_parameters = 0;  // Embeddings, output projection, learned positions.
   int64_t encoder_layer_parameters = 0;  // One encoder layer.
   int64_t decoder_layer_parameters = 0;  // One decoder layer.
   // Forward FLOPs (2 per multiply-add) per token at the given sequence lengths; the output

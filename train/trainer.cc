@@ -41,8 +41,19 @@ nlohmann::json ModelShape(const model::DeepNetConfig& c) {
           {"ffn_dim", c.ffn_dim()},
           {"vocab_size", c.vocab_size()},
           {"norm", std::string(model::ToString(c.norm()))},
+          {"init", std::string(model::ToString(c.init()))},
+          {"positions", std::string(model::ToString(c.positions()))},
           {"share_all_embeddings", c.share_all_embeddings()},
           {"share_decoder_input_output", c.share_decoder_input_output()}};
+}
+
+// Checkpoints written before model.init/model.positions existed used the defaults.
+nlohmann::json WithShapeDefaults(nlohmann::json model) {
+  if (model.is_object()) {
+    if (!model.contains("init")) model["init"] = "paper";
+    if (!model.contains("positions")) model["positions"] = "sinusoidal";
+  }
+  return model;
 }
 
 }  // namespace
@@ -209,7 +220,9 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
 absl::Status Trainer::Resume() {
   const nlohmann::json expected = ModelShape(config_.model);
   auto check = [&](const nlohmann::json& meta) -> absl::Status {
-    if (meta.contains("model") && meta["model"] == expected) return absl::OkStatus();
+    if (meta.contains("model") && WithShapeDefaults(meta["model"]) == expected) {
+      return absl::OkStatus();
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint step ", meta.value("step", int64_t{-1}), " in ", config_.checkpoint.dir,
         " was trained with model ", meta.value("model", nlohmann::json()).dump(),

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/byte_tokenizer.h"
+#include "data/random_token_task.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/synthetic_task.h"
 #include "data/token_shard.h"
@@ -32,6 +33,17 @@ absl::Status ReadText(const job::DataConfig& config, std::vector<data::ParallelE
     options.max_words = config.synthetic.max_words;
     options.seed = config.synthetic.seed;
     *train = data::GenerateSyntheticCorpus(options);
+  } else if (config.source == "random_tokens") {
+    // Validated with the rest of the job (job::ValidateRandomTokens).
+    const job::RandomTokensConfig& r = config.random_tokens;
+    data::RandomTokenTaskOptions options;
+    options.vocab_size = r.vocab_size;
+    options.pairs = r.pairs;
+    options.min_len = r.min_len;
+    options.max_len = r.max_len;
+    options.target = r.target;
+    options.seed = r.seed;
+    *train = data::GenerateRandomTokenCorpus(options);
   } else if (config.source == "tsv") {
     auto corpus = data::ReadTsvCorpus(config.train_path, config.src_lang, config.tgt_lang);
     if (!corpus.ok()) return corpus.status();
@@ -42,8 +54,9 @@ absl::Status ReadText(const job::DataConfig& config, std::vector<data::ParallelE
       *valid = *std::move(v);
     }
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("data.source: unknown source '", config.source,
-                                                   "' (allowed: synthetic, tsv, shards)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.source: unknown source '", config.source,
+                     "' (allowed: synthetic, tsv, shards, random_tokens)"));
   }
   if (train->empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -144,8 +157,19 @@ int64_t TrainingData::valid_examples() const {
 }
 
 absl::StatusOr<std::unique_ptr<data::Tokenizer>> MakeTokenizer(
-    const std::string& kind, const std::vector<std::string>& languages) {
+    const std::string& kind, const std::vector<std::string>& languages,
+    const job::DataConfig* data) {
   if (kind == "byte") return std::make_unique<data::ByteTokenizer>(languages);
+  if (kind == "random_tokens") {
+    if (data == nullptr) {
+      return absl::InvalidArgumentError(
+          "tokenizer random_tokens needs the job's data.random_tokens section");
+    }
+    if (auto status = job::ValidateRandomTokens(data->random_tokens); !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("data.random_tokens.", status.message()));
+    }
+    return std::make_unique<data::RandomTokenTokenizer>(data->random_tokens.vocab_size, languages);
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("data.tokenizer: unknown tokenizer '", kind, "' (allowed: byte)"));
 }
@@ -175,9 +199,10 @@ absl::StatusOr<TrainingData> LoadTrainingData(const job::DataConfig& config) {
     by_pair[{ex.src_lang, ex.tgt_lang}].second.push_back(std::move(ex));
   }
   TrainingData out;
-  out.tokenizer_kind = config.tokenizer;
+  // The random-token task brings its own symbol vocabulary; data.tokenizer does not apply.
+  out.tokenizer_kind = config.source == "random_tokens" ? "random_tokens" : config.tokenizer;
   out.languages.assign(langs.begin(), langs.end());
-  auto tokenizer = MakeTokenizer(config.tokenizer, out.languages);
+  auto tokenizer = MakeTokenizer(out.tokenizer_kind, out.languages, &config);
   if (!tokenizer.ok()) return tokenizer.status();
   out.tokenizer = *std::move(tokenizer);
   for (auto& [key, texts] : by_pair) {

@@ -23,7 +23,7 @@ struct LanguagePair {
 /// The tokenized training and validation sets of a job, by language pair, with the tokenizer.
 struct TrainingData {
   std::unique_ptr<data::Tokenizer> tokenizer;
-  std::string tokenizer_kind;          // "byte" or "sentencepiece".
+  std::string tokenizer_kind;          // "byte", "sentencepiece" or "random_tokens".
   std::string tokenizer_model_path;    // SentencePiece model file; empty for "byte".
   std::vector<std::string> languages;  // Target languages (tags), in tag order.
   std::vector<LanguagePair> pairs;     // Sorted by (src_lang, tgt_lang).
@@ -33,9 +33,11 @@ struct TrainingData {
   int64_t valid_examples() const;
 };
 
-/// Makes a tokenizer of `kind` ("byte") for `languages`.
+/// Makes a tokenizer of `kind` ("byte", or "random_tokens", which reads its symbol count from
+/// `data->random_tokens` and fails with a clear error without it) for `languages`.
 absl::StatusOr<std::unique_ptr<data::Tokenizer>> MakeTokenizer(
-    const std::string& kind, const std::vector<std::string>& languages);
+    const std::string& kind, const std::vector<std::string>& languages,
+    const job::DataConfig* data = nullptr);
 
 /// Reads or generates the corpus the config names, splits off validation pairs (by a hash of
 /// the source sentence, so a source never lands in both splits and the split is the same on

@@ -59,6 +59,8 @@ void ExpectSameConfig(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.model.share_decoder_input_output(), b.model.share_decoder_input_output());
   EXPECT_EQ(a.model.norm(), b.model.norm());
   EXPECT_EQ(a.model.layer_norm_eps(), b.model.layer_norm_eps());
+  EXPECT_EQ(a.model.init(), b.model.init());
+  EXPECT_EQ(a.model.positions(), b.model.positions());
   EXPECT_EQ(a.data.source, b.data.source);
   EXPECT_EQ(a.data.synthetic.languages, b.data.synthetic.languages);
   EXPECT_EQ(a.data.synthetic.pairs_per_language, b.data.synthetic.pairs_per_language);
@@ -340,7 +342,8 @@ TEST(JobConfigTest, EnumeratedValuesListTheAllowedOnes) {
   EXPECT_EQ(ParseError("data:\n  tokenizer: spm\n"),
             "job.yaml: data.tokenizer: must be one of byte (got 'spm')");
   EXPECT_EQ(ParseError("data:\n  source: parquet\n"),
-            "job.yaml: data.source: must be one of synthetic, tsv, shards (got 'parquet')");
+            "job.yaml: data.source: must be one of synthetic, tsv, shards, random_tokens (got "
+            "'parquet')");
   EXPECT_EQ(ParseError("runtime:\n  attention: flash\n"),
             "job.yaml: runtime.attention: must be one of auto, sdpa, reference (got 'flash')");
   EXPECT_EQ(ParseError("runtime:\n  recompute: full\n"),
@@ -524,6 +527,8 @@ TEST(JobConfigTest, DumpThenParseRoundTripsEveryField) {
   original.scheduling.hang_timeout_s = 0.1 + 0.2;
   original.scheduling.labels["yes"] = "true";
   original.scheduling.labels["empty"] = "";
+  original.model.init(model::InitScheme::kScaledDefault);
+  original.model.positions(model::PositionKind::kLearned);
   const std::string dumped = DumpJobConfig(original);
   absl::StatusOr<JobConfig> parsed = ParseJobConfig(dumped, {}, "dump");
   ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << dumped;

@@ -29,7 +29,8 @@ TEST(MemoryEstimateModelTest, ParameterCountsMatchBuiltModelsAndSlices) {
   for (NormVariant norm :
        {NormVariant::kDeepNorm, NormVariant::kPreLn, NormVariant::kDeepNormPreLn}) {
     for (auto [n, m] : {std::pair{3, 2}, {0, 3}, {2, 0}}) {
-      for (int untie = 0; untie < 3; ++untie) {
+      for (int untie = 0; untie < 4; ++untie) {
+        // untie 3: shared tables with learned positions.
         auto c = DeepNetConfig()
                      .encoder_layers(n)
                      .decoder_layers(m)
@@ -38,8 +39,10 @@ TEST(MemoryEstimateModelTest, ParameterCountsMatchBuiltModelsAndSlices) {
                      .ffn_dim(20)
                      .vocab_size(37)
                      .norm(norm)
-                     .share_all_embeddings(untie == 0)
-                     .share_decoder_input_output(untie < 2);
+                     .max_positions(9)
+                     .positions(untie == 3 ? PositionKind::kLearned : PositionKind::kSinusoidal)
+                     .share_all_embeddings(untie == 0 || untie == 3)
+                     .share_decoder_input_output(untie < 2 || untie == 3);
         const std::string what = std::string(ToString(norm)) + " N=" + std::to_string(n) +
                                  " M=" + std::to_string(m) + " untie=" + std::to_string(untie);
         DeepNet whole(c);
