@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/probe_metrics.h"
 
 namespace deepnet::coordinator {
 
@@ -166,7 +167,8 @@ struct CoordinatorMetrics::Impl {
                        .Help("CUDA memory of a job's latest reporting rank, in bytes: held by "
                              "tensors (kind=allocated), by the caching allocator "
                              "(kind=reserved), most held by tensors so far (kind=peak).")
-                       .Register(*registry)) {
+                       .Register(*registry)),
+        probe_gauges(*registry) {
     for (JobState state : AllJobStates()) {
       jobs_by_state[state] = &jobs.Add({{"state", Lower(ToString(state))}});
     }
@@ -215,6 +217,7 @@ struct CoordinatorMetrics::Impl {
   Family<Gauge>& update_norm;
   Family<Gauge>& memory_bytes;
   Family<Gauge>& gpu_memory;
+  ProbeGauges probe_gauges;  // Probe and per-layer diagnostics; used under `mu`.
   // Filled in the constructor, read-only afterwards.
   std::map<JobState, Gauge*> jobs_by_state;
   std::map<PendingCode, Gauge*> pending_by_code;
@@ -322,6 +325,7 @@ void CoordinatorMetrics::SetJobTraining(const std::string& job_id, const Trainin
       m.recent.pop_back();
       auto victim = m.job_series.find(oldest);
       m.RemoveSeries(victim->second);
+      m.probe_gauges.Remove(oldest);
       m.job_series.erase(victim);
     }
     const prometheus::Labels labels = {{"job", job_id}};
@@ -352,6 +356,7 @@ void CoordinatorMetrics::SetJobTraining(const std::string& job_id, const Trainin
     m.update_norm.Remove(series.update_norm);
     series.update_norm = nullptr;
   }
+  m.probe_gauges.Set(job_id, sample);
   if (sample.gpu_memory.has_value()) {
     static constexpr const char* kKinds[] = {"allocated", "reserved", "peak"};
     const int64_t values[] = {sample.gpu_memory->allocated, sample.gpu_memory->reserved,
@@ -376,6 +381,7 @@ void CoordinatorMetrics::RemoveJob(const std::string& job_id) {
   auto it = m.job_series.find(job_id);
   if (it == m.job_series.end()) return;
   m.RemoveSeries(it->second);
+  m.probe_gauges.Remove(job_id);
   m.recent.erase(it->second.lru);
   m.job_series.erase(it);
 }

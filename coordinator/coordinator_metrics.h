@@ -41,6 +41,25 @@ struct TrainingSample {
     int64_t peak_allocated = 0;
   };
   std::optional<GpuMemory> gpu_memory;
+  // The latest probe and per-layer diagnostics of the report; unset when it has none (their
+  // gauges then keep the last values, with the step they belong to).
+  struct Probe {
+    int64_t step = 0;
+    double f0_norm = 0;
+    double update_norm_relative = 0;
+    double logits_update_norm = 0;
+    double logits_update_norm_relative = 0;
+  };
+  std::optional<Probe> probe;
+  struct LayerStats {
+    double min = 0, max = 0, mean = 0, p50 = 0, p90 = 0;
+  };
+  struct Diagnostics {
+    int64_t step = 0;
+    LayerStats ln_input_norm;
+    LayerStats grad_norm;
+  };
+  std::optional<Diagnostics> diagnostics;
 };
 
 // The coordinator's metrics. Metric names are fixed (COMMON.md / docs); label values are

@@ -86,6 +86,15 @@ struct TrainerExitReport {
   bool requested = false;
 };
 
+// Summary over a model's layers of one per-layer value (deepnet.v1.LayerSummary).
+struct LayerSummaryValues {
+  double min = 0;
+  double max = 0;
+  double mean = 0;
+  double p50 = 0;
+  double p90 = 0;
+};
+
 // One training progress point (deepnet.v1.MetricPoint without the proto).
 struct MetricSample {
   int64_t step = 0;
@@ -102,6 +111,18 @@ struct MetricSample {
   int64_t gpu_allocated_bytes = 0;
   int64_t gpu_reserved_bytes = 0;
   int64_t gpu_peak_allocated_bytes = 0;
+  // The latest probe at or before `step` (MetricPoint 14-20); probe_step 0: none.
+  int64_t probe_step = 0;
+  double probe_update_norm = 0;
+  double f0_norm = 0;
+  double update_norm_relative = 0;
+  double logits_update_norm = 0;
+  double logits_f0_norm = 0;
+  double logits_update_norm_relative = 0;
+  // The latest per-layer diagnostics at or before `step` (MetricPoint 21-23); 0: none.
+  int64_t diagnostics_step = 0;
+  LayerSummaryValues ln_input_norm;
+  LayerSummaryValues layer_grad_norm;
 };
 
 struct MetricReportData {

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/probe_metrics.h"
 #include "storage/checkpoint_fence.h"
 #include "storage/storage_policy.h"
 
@@ -311,6 +312,7 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
         sample.gpu_memory = TrainingSample::GpuMemory{
             last.gpu_allocated_bytes, last.gpu_reserved_bytes, last.gpu_peak_allocated_bytes};
       }
+      SetProbeAndDiagnostics(report.points, &sample);
       metrics_->SetJobTraining(job->record.id, sample);
     }
     // The step is kept in memory at once; the store (what a restarted coordinator shows until

@@ -216,6 +216,20 @@ v1::JobEvent ToProto(const JobEventView& e) {
   return out;
 }
 
+v1::LayerSummary ToProto(const LayerSummaryValues& s) {
+  v1::LayerSummary out;
+  out.set_min(s.min);
+  out.set_max(s.max);
+  out.set_mean(s.mean);
+  out.set_p50(s.p50);
+  out.set_p90(s.p90);
+  return out;
+}
+
+LayerSummaryValues FromProto(const v1::LayerSummary& s) {
+  return {s.min(), s.max(), s.mean(), s.p50(), s.p90()};
+}
+
 v1::MetricPoint ToProto(const MetricSample& p) {
   v1::MetricPoint out;
   out.set_step(p.step);
@@ -231,6 +245,18 @@ v1::MetricPoint ToProto(const MetricSample& p) {
   out.set_gpu_allocated_bytes(p.gpu_allocated_bytes);
   out.set_gpu_reserved_bytes(p.gpu_reserved_bytes);
   out.set_gpu_peak_allocated_bytes(p.gpu_peak_allocated_bytes);
+  out.set_probe_step(p.probe_step);
+  out.set_probe_update_norm(p.probe_update_norm);
+  out.set_f0_norm(p.f0_norm);
+  out.set_update_norm_relative(p.update_norm_relative);
+  out.set_logits_update_norm(p.logits_update_norm);
+  out.set_logits_f0_norm(p.logits_f0_norm);
+  out.set_logits_update_norm_relative(p.logits_update_norm_relative);
+  out.set_diagnostics_step(p.diagnostics_step);
+  if (p.diagnostics_step > 0) {
+    *out.mutable_ln_input_norm() = ToProto(p.ln_input_norm);
+    *out.mutable_layer_grad_norm() = ToProto(p.layer_grad_norm);
+  }
   return out;
 }
 
@@ -260,6 +286,16 @@ MetricSample FromProto(const v1::MetricPoint& p) {
   out.gpu_allocated_bytes = p.gpu_allocated_bytes();
   out.gpu_reserved_bytes = p.gpu_reserved_bytes();
   out.gpu_peak_allocated_bytes = p.gpu_peak_allocated_bytes();
+  out.probe_step = p.probe_step();
+  out.probe_update_norm = p.probe_update_norm();
+  out.f0_norm = p.f0_norm();
+  out.update_norm_relative = p.update_norm_relative();
+  out.logits_update_norm = p.logits_update_norm();
+  out.logits_f0_norm = p.logits_f0_norm();
+  out.logits_update_norm_relative = p.logits_update_norm_relative();
+  out.diagnostics_step = p.diagnostics_step();
+  out.ln_input_norm = FromProto(p.ln_input_norm());
+  out.layer_grad_norm = FromProto(p.layer_grad_norm());
   return out;
 }
 

@@ -18,6 +18,7 @@ v1::WorkerState ToProto(WorkerState state);
 v1::Job ToProto(const JobView& job);
 v1::JobEvent ToProto(const JobEventView& event);
 v1::MetricPoint ToProto(const MetricSample& point);
+v1::LayerSummary ToProto(const LayerSummaryValues& summary);
 v1::Checkpoint ToProto(const CheckpointView& checkpoint);
 // SlotStatus.task is set where the view's slot has a task (clear it first to hide the job).
 v1::Worker ToProto(const WorkerView& worker);
@@ -25,6 +26,7 @@ v1::Worker ToProto(const WorkerView& worker);
 void FillSpec(const JobSpecInfo& spec, v1::JobSpec* out);
 
 MetricSample FromProto(const v1::MetricPoint& point);
+LayerSummaryValues FromProto(const v1::LayerSummary& summary);
 TaskReport FromProto(const v1::TaskStatus& task);
 Registration FromProto(const v1::RegisterWorkerRequest& request);
 TrainerExitReport FromProto(const v1::TrainerExit& exit);

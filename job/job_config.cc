@@ -1,4 +1,5 @@
 #include "job/job_config.h"
+#include "job/probe_schedule.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -105,6 +106,9 @@ void ReadTrain(YamlMapReader r, TrainConfig* t) {
   r.Int("log_every", &t->log_every);
   r.Int("probe_every", &t->probe_every);
   r.Int("probe_sentences", &t->probe_sentences);
+  r.String("probe_schedule", &t->probe_schedule);
+  r.String("probe_file", &t->probe_file);
+  r.Int("diagnostics_every", &t->diagnostics_every);
   r.Int("valid_every", &t->valid_every);
   r.Int("valid_max_pairs", &t->valid_max_pairs);
   r.Finish();
@@ -349,6 +353,11 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtMost("train.log_every", t.log_every, SpecCaps::kSteps);
   check.AtMost("train.probe_every", t.probe_every, SpecCaps::kSteps);
   check.AtMost("train.probe_sentences", t.probe_sentences, SpecCaps::kProbeSentences);
+  check.AtLeast("train.diagnostics_every", t.diagnostics_every, 0);
+  check.AtMost("train.diagnostics_every", t.diagnostics_every, SpecCaps::kSteps);
+  if (auto schedule = ProbeSchedule::Parse(t.probe_schedule, ""); !schedule.ok()) {
+    problems->Add("train.probe_schedule", std::string(schedule.status().message()));
+  }
   check.AtMost("train.valid_every", t.valid_every, SpecCaps::kSteps);
   check.AtMost("train.valid_max_pairs", t.valid_max_pairs, SpecCaps::kValidPairs);
 

@@ -118,6 +118,14 @@ struct TrainConfig {
   int64_t probe_every = 100;
   // Sentences in the fixed probe batch.
   int64_t probe_sentences = 8;
+  // Steps to probe, e.g. "1-9,10:100:10,200::100" (job/probe_schedule.h); empty: every
+  // probe_every steps. When set it replaces probe_every.
+  std::string probe_schedule;
+  // TSV of "source<TAB>target" probe pairs (the first language pair's direction) instead of the
+  // first validation pairs; empty: the validation pairs.
+  std::string probe_file;
+  // Per-layer diagnostics (LayerNorm-input norms, gradient norms) every k steps; 0 disables.
+  int64_t diagnostics_every = 100;
   // Validation loss every k steps (and at the end); 0 disables.
   int64_t valid_every = 0;
   // Validation pairs used per language pair (the first ones of its split); 0 means all.

@@ -102,6 +102,9 @@ std::string DumpJobConfig(const JobConfig& c) {
   Emit(out, "log_every", t.log_every);
   Emit(out, "probe_every", t.probe_every);
   Emit(out, "probe_sentences", t.probe_sentences);
+  Emit(out, "probe_schedule", t.probe_schedule);
+  Emit(out, "probe_file", t.probe_file);
+  Emit(out, "diagnostics_every", t.diagnostics_every);
   Emit(out, "valid_every", t.valid_every);
   Emit(out, "valid_max_pairs", t.valid_max_pairs);
   out << YAML::EndMap;

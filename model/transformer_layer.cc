@@ -57,7 +57,8 @@ kernels::AttentionBlockWeights BlockWeights(const MultiheadAttention& attn,
 }  // namespace
 
 bool TransformerLayerBase::UseFusedBlocks(const torch::Tensor& x) const {
-  return UseFusedAttention(x) && !layer_options_.pre_norm() && !layer_options_.sub_layer_norm();
+  return UseFusedAttention(x) && !layer_options_.pre_norm() && !layer_options_.sub_layer_norm() &&
+         ln_input_recorder_ == nullptr;
 }
 
 kernels::BlockOptions TransformerLayerBase::BlockOptionsFor(double attention_dropout,
@@ -93,15 +94,20 @@ template <typename Sublayer>
 torch::Tensor TransformerLayerBase::Residual(const torch::Tensor& x, torch::nn::LayerNorm& norm,
                                              Sublayer&& g, bool training) const {
   const auto& o = layer_options_;
-  if (o.pre_norm()) return x + Dropout(g(norm(x)), o.dropout(), training);
+  if (o.pre_norm()) {
+    if (ln_input_recorder_ != nullptr) ln_input_recorder_->Add(x);
+    return x + Dropout(g(norm(x)), o.dropout(), training);
+  }
   // DeepNorm, arXiv:2203.00555 §III-A: x_{l+1} = LN(alpha * x_l + G_l(x_l)).
-  if (kernels::UseFusedKernels(x)) {
+  if (kernels::UseFusedKernels(x) && ln_input_recorder_ == nullptr) {
     return kernels::ResidualLayerNorm(x, g(x), norm->weight, norm->bias, o.residual_alpha(),
                                       o.dropout(), o.layer_norm_eps(), training);
   }
   torch::Tensor branch = Dropout(g(x), o.dropout(), training);
-  if (o.residual_alpha() == 1.0) return norm(x + branch);
-  return norm(torch::add(branch, x, o.residual_alpha()));
+  torch::Tensor sum =
+      o.residual_alpha() == 1.0 ? x + branch : torch::add(branch, x, o.residual_alpha());
+  if (ln_input_recorder_ != nullptr) ln_input_recorder_->Add(sum);
+  return norm(sum);
 }
 
 torch::Tensor TransformerLayerBase::FeedForward(const torch::Tensor& x, torch::nn::Linear& fc1,

@@ -8,6 +8,7 @@
 #include "model/attention.h"
 #include "model/deepnet_config.h"
 #include "model/kernels/sublayer_blocks.h"
+#include "model/ln_input_recorder.h"
 
 namespace deepnet::model {
 
@@ -51,7 +52,10 @@ class TransformerLayerBase {
   bool UseFusedBlocks(const torch::Tensor& x) const;
   kernels::BlockOptions BlockOptionsFor(double attention_dropout, bool training) const;
   explicit TransformerLayerBase(const TransformerLayerOptions& o) : layer_options_(o) {}
+  // Diagnostic steps only (model/ln_input_recorder.h): not owned; null on every other step.
+  void set_ln_input_recorder(LnInputRecorder* recorder) { ln_input_recorder_ = recorder; }
   TransformerLayerOptions layer_options_;
+  LnInputRecorder* ln_input_recorder_ = nullptr;
 };
 
 /// Example: EncoderLayer layer(TransformerLayerOptions(512, 8, 2048).residual_alpha(2.3));
@@ -59,6 +63,7 @@ class EncoderLayerImpl : public torch::nn::Cloneable<EncoderLayerImpl>, Transfor
  public:
   explicit EncoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
+  using TransformerLayerBase::set_ln_input_recorder;
   /// x [B, S, D]; padding_mask [B, S] bool (true at padding) or undefined.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask);
 
@@ -83,6 +88,7 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl>, Transfor
  public:
   explicit DecoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
+  using TransformerLayerBase::set_ln_input_recorder;
   /// x [B, T, D]; encoder_out [B, S, D] and encoder_padding_mask [B, S] (both undefined for
   /// decoder-only models). With `cache`, x holds only the new positions.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& encoder_out,

@@ -36,7 +36,8 @@ constexpr int kTimingFields = 7;
 constexpr int kActivation = kActivationMessage;
 constexpr int kGradient = kGradientMessage;
 
-// Global layer index ([encoder..., decoder...]) of a parameter name, or -1 for tables and norms.
+}  // namespace
+
 int64_t LayerOfParameter(const std::string& name, int64_t encoder_layers) {
   for (const auto& [prefix, base] :
        {std::pair<std::string, int64_t>{"encoder.layers.", 0}, {"decoder.layers.", encoder_layers}}) {
@@ -49,8 +50,6 @@ int64_t LayerOfParameter(const std::string& name, int64_t encoder_layers) {
   }
   return -1;
 }
-
-}  // namespace
 
 PipelineEngine::PipelineEngine(const EngineOptions& options, comm::Communicator* world)
     : options_(options), world_(world) {}
@@ -415,6 +414,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   totals.nll_sum = stats[2].item<double>();
   totals.tgt_tokens = static_cast<int64_t>(std::llround(stats[3].item<double>()));
   totals.src_tokens = static_cast<int64_t>(std::llround(counts[1].item<double>()));
+  if (measure_layer_grads_) RecordLayerGradients();  // Before clipping.
   if (options_.clip_norm > 0.0 && totals.grad_norm > options_.clip_norm) {
     flat_->grads().mul_(options_.clip_norm / (totals.grad_norm + 1e-6));
   }
@@ -518,30 +518,9 @@ absl::StatusOr<LossSums> PipelineEngine::Evaluate(const std::vector<MicroBatch>&
 }
 
 absl::StatusOr<double> PipelineEngine::ProbeUpdateNorm(const MicroBatch& probe) {
-  // Replica 0 runs the probe; the other replicas only join the final reduction.
-  torch::Tensor value = torch::zeros({1}, torch::kDouble);
-  if (replica_ == 0) {
-    const bool was_training = model_->is_training();
-    model_->eval();
-    auto hidden = ForwardOnly(probe, -(++eval_calls_), nullptr, true);
-    model_->train(was_training);
-    if (!hidden.ok()) return hidden.status();
-    if (last_stage()) {
-      const auto& c = options_.model;
-      const torch::Tensor& tokens = c.decoder_layers() > 0 ? probe.tgt_out : probe.src;
-      torch::Tensor f = hidden->masked_fill(tokens.eq(c.pad_id()).unsqueeze(-1), 0.0).detach();
-      if (!probe_reference_) {
-        probe_f0_ = f.clone();
-      } else {
-        value[0] = (f - probe_f0_).norm().item<double>();
-      }
-    }
-  } else {
-    ++eval_calls_;
-  }
-  probe_reference_ = true;
-  if (auto s = HostAllReduce(*world_, value); !s.ok()) return s;
-  return value[0].item<double>();
+  auto norms = Probe(probe);
+  if (!norms.ok()) return norms.status();
+  return norms->update_norm;
 }
 
 }  // namespace deepnet::pipeline

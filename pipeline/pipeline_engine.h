@@ -91,6 +91,32 @@ struct StepTotals {
   std::vector<RankTiming> ranks;  // [world rank]
 };
 
+/// What a probe measured on the probe batch x (PipelineEngine::Probe). F is the decoder output
+/// (encoder output for encoder-only models), logits its output projection; padding positions
+/// are zeroed in both. Norms are Frobenius norms over the whole batch.
+struct ProbeNorms {
+  double update_norm = 0.0;  // ||F(x, theta) - F(x, theta_0)||; 0 on the reference call.
+  double f0_norm = 0.0;      // ||F(x, theta_0)||
+  // False when the reference has no logits (resumed from a checkpoint saved before they were).
+  bool has_logits = false;
+  double logits_update_norm = 0.0;
+  double logits_f0_norm = 0.0;
+};
+
+/// Per-layer diagnostics of one step (PipelineEngine::Diagnose), in global layer order
+/// [encoder 0..N-1, decoder 0..M-1]; identical on every rank.
+struct LayerDiagnostics {
+  // Root mean square, over the layer's residual LayerNorms and the probe batch's non-padding
+  // tokens, of the per-token L2 norm of the LayerNorm input (docs/MODEL.md).
+  std::vector<double> ln_input_norm;
+  // L2 norm of the gradient of the layer's parameters (before clipping); 0 when the step did
+  // not measure gradients (MeasureLayerGradients).
+  std::vector<double> grad_norm;
+  // L2 norm of the gradient of every parameter outside the layers (embeddings, final norms,
+  // output projection); sum of squares of all = the step's grad_norm squared.
+  double other_grad_norm = 0.0;
+};
+
 /// Where a resumed run starts.
 struct ResumePoint {
   int64_t step = 0;
@@ -98,6 +124,9 @@ struct ResumePoint {
   std::string path;
   bool same_layout = false;  // Saved with this P x D (RNG states restored), else resharded.
 };
+
+/// Global layer index ([encoder..., decoder...]) of a parameter name, or -1 for tables and norms.
+int64_t LayerOfParameter(const std::string& name, int64_t encoder_layers);
 
 /// Trains one rank's share of a DeepNet: the pipeline stage this rank holds (a contiguous
 /// slice of layers chosen by a cost model), one data-parallel replica of it. Runs a GPipe or
@@ -132,6 +161,14 @@ class PipelineEngine {
   // first call, or one after ResetProbe(), records F(x, theta_0) and returns 0.
   absl::StatusOr<double> ProbeUpdateNorm(const MicroBatch& probe);
   bool has_probe_reference() const { return probe_reference_; }
+  // ProbeUpdateNorm with ||F0|| and the logits' norms (pipeline/pipeline_diagnostics.cc).
+  absl::StatusOr<ProbeNorms> Probe(const MicroBatch& probe);
+  // The next TrainStep also records the per-layer gradient norms (cleared by Diagnose).
+  void MeasureLayerGradients() { measure_layer_grads_ = true; }
+  // The LayerNorm-input norms of a forward pass (eval mode) over `batch`, with the gradient
+  // norms recorded by the last TrainStep after MeasureLayerGradients(). Replica 0 of each
+  // stage measures its layers; one all-reduce gathers them on every rank.
+  absl::StatusOr<LayerDiagnostics> Diagnose(const MicroBatch& batch);
 
   // True on every rank when `flag` is true on any rank (free with one rank).
   absl::StatusOr<bool> AnyRank(bool flag);
@@ -217,6 +254,12 @@ class PipelineEngine {
   int64_t eval_calls_ = 0;  // Tags forward-only passes.
   bool probe_reference_ = false;
   torch::Tensor probe_f0_;  // Last stage: F(x, theta_0).
+  torch::Tensor probe_logits0_;  // Last stage: logits of F(x, theta_0), in host memory.
+  // Per-layer gradient diagnostics (pipeline/pipeline_diagnostics.cc).
+  void RecordLayerGradients();
+  bool measure_layer_grads_ = false;
+  std::vector<double> layer_grad_sumsq_;  // [global layer]; replica 0, this stage's layers.
+  double other_grad_sumsq_ = 0.0;
   std::map<std::string, size_t> entry_index_;
   std::string run_token_;  // Same on every rank of this run; names shared temporary folders.
 };

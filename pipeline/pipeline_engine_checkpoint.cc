@@ -127,6 +127,9 @@ absl::StatusOr<std::string> PipelineEngine::SaveCheckpoint(checkpoint::Checkpoin
                              flat_->View(optimizer_->exp_avg_sq(), i));
     }
     if (last_stage() && probe_f0_.defined()) model.emplace_back("probe.f0", probe_f0_);
+    if (last_stage() && probe_logits0_.defined()) {
+      model.emplace_back("probe.logits0", probe_logits0_);
+    }
     wrote = checkpoint::CheckpointStore::WriteShard(*path, ModelShard(stage_), model);
     if (wrote.ok()) {
       wrote = checkpoint::CheckpointStore::WriteShard(*path, OptimizerShard(stage_), optimizer);
@@ -193,7 +196,7 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
     ResumePoint point;
     std::vector<torch::Tensor> values(entries.size());
     NamedTensors moments;
-    torch::Tensor rng, f0;
+    torch::Tensor rng, f0, logits0;
     std::vector<std::pair<int, torch::Tensor>> cuda_rng;
     auto reader = checkpoint::CheckpointReader::Open(path);
     if (!reader.ok()) status = reader.status();
@@ -234,6 +237,14 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
       if (value.ok()) f0 = *std::move(value);
       else status = value.status();
     }
+    if (status.ok() && last_stage() && (*reader)->Has("probe.logits0")) {
+      auto value = (*reader)->Read("probe.logits0");
+      if (value.ok()) {
+        logits0 = *std::move(value);
+      } else {
+        status = value.status();
+      }
+    }
     if (status.ok() && point.same_layout) {
       auto value = (*reader)->Read(RngName(world_->rank()));
       if (value.ok()) rng = *std::move(value);
@@ -270,6 +281,7 @@ absl::StatusOr<ResumePoint> PipelineEngine::Resume(
     }
     if (f0.defined()) {
       probe_f0_ = f0.to(options_.device);
+      probe_logits0_ = logits0.defined() ? logits0.cpu() : torch::Tensor();  // Host memory.
       probe_reference_ = true;
     }
     // Other replicas and stages know the reference exists once any stage saved it.

@@ -1,5 +1,7 @@
 #include "train/progress_reporter.h"
 
+#include "train/layer_summary.h"
+
 #include <cmath>
 #include <cstdio>
 
@@ -65,6 +67,7 @@ void ProgressReporter::Step(const StepMetrics& m) {
                         {"elapsed_s", m.elapsed_s}, {"eta_s", m.eta_s},
                         {"data_wait_s", m.data_wait_s}};
     j["update_norm"] = m.update_norm ? nlohmann::json(*m.update_norm) : nlohmann::json(nullptr);
+    if (m.update_norm_relative) j["update_norm_relative"] = *m.update_norm_relative;
     if (!m.stage_compute_s.empty()) {
       j["stage_compute_s"] = m.stage_compute_s;
       j["stage_idle"] = m.stage_idle;
@@ -111,6 +114,83 @@ void ProgressReporter::Valid(const ValidMetrics& m) {
   *out_ << "[valid] step " << m.step << "  loss " << Format("%.4f", m.loss) << "  nll "
         << Format("%.4f", m.nll) << "  ppl " << Format("%.2f", Perplexity(m.nll)) << "  ("
         << m.tokens << " tokens)\n"
+        << std::flush;
+}
+
+namespace {
+
+nlohmann::json OrNull(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json ToJson(const LayerSummary& s) {
+  return {{"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}};
+}
+
+std::string ToText(const LayerSummary& s) {
+  return Format("%.4g", s.min) + "/" + Format("%.4g", s.p50) + "/" + Format("%.4g", s.p90) + "/" +
+         Format("%.4g", s.max);
+}
+
+}  // namespace
+
+void ProgressReporter::Probe(const ProbeMetrics& m) {
+  if (format_ == LogFormat::kJson) {
+    const nlohmann::json j = {
+        {"event", "probe"},
+        {"step", m.step},
+        {"update_norm", m.update_norm},
+        {"f0_norm", m.f0_norm},
+        {"update_norm_relative", OrNull(m.update_norm_relative)},
+        {"logits_update_norm", OrNull(m.logits_update_norm)},
+        {"logits_f0_norm", OrNull(m.logits_f0_norm)},
+        {"logits_update_norm_relative", OrNull(m.logits_update_norm_relative)}};
+    *out_ << j.dump() << "\n" << std::flush;
+    return;
+  }
+  ClearLive();
+  *out_ << "[probe] step " << m.step << "  |dF| " << Format("%.4g", m.update_norm) << "  |F0| "
+        << Format("%.4g", m.f0_norm);
+  if (m.update_norm_relative) *out_ << "  |dF|/|F0| " << Format("%.4g", *m.update_norm_relative);
+  if (m.logits_update_norm) *out_ << "  logits |dF| " << Format("%.4g", *m.logits_update_norm);
+  if (m.logits_update_norm_relative) {
+    *out_ << "  logits |dF|/|F0| " << Format("%.4g", *m.logits_update_norm_relative);
+  }
+  *out_ << "\n" << std::flush;
+}
+
+void ProgressReporter::Diagnostics(const DiagnosticsMetrics& m) {
+  std::vector<double> ln, grad;
+  for (const LayerStat& l : m.layers) {
+    ln.push_back(l.ln_input_norm);
+    grad.push_back(l.grad_norm);
+  }
+  const LayerSummary ln_summary = SummarizeLayers(ln);
+  const LayerSummary grad_summary = SummarizeLayers(grad);
+  if (format_ == LogFormat::kJson) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerStat& l : m.layers) {
+      layers.push_back({{"stack", l.stack},
+                        {"layer", l.layer},
+                        {"ln_input_norm", l.ln_input_norm},
+                        {"grad_norm", l.grad_norm}});
+    }
+    const nlohmann::json j = {{"event", "diagnostics"},
+                              {"step", m.step},
+                              {"layers", layers},
+                              {"summary",
+                               {{"ln_input_norm", ToJson(ln_summary)},
+                                {"grad_norm", ToJson(grad_summary)},
+                                {"other_grad_norm", m.other_grad_norm},
+                                {"layers", m.layers.size()}}}};
+    *out_ << j.dump() << "\n" << std::flush;
+    return;
+  }
+  ClearLive();
+  *out_ << "[diag] step " << m.step << "  " << m.layers.size()
+        << " layers  LN-input norm min/p50/p90/max " << ToText(ln_summary)
+        << "  grad norm min/p50/p90/max " << ToText(grad_summary) << "  other grad norm "
+        << Format("%.4g", m.other_grad_norm) << "\n"
         << std::flush;
 }
 

@@ -22,6 +22,7 @@ struct StepMetrics {
   int64_t tgt_tokens = 0;
   double tokens_per_s = 0.0;  // Source + target tokens per second over recent steps.
   std::optional<double> update_norm;  // ||F(x, theta_i) - F(x, theta_0)|| on the probe batch.
+  std::optional<double> update_norm_relative;  // update_norm / ||F(x, theta_0)||
   double elapsed_s = 0.0;
   double eta_s = 0.0;
   double data_wait_s = 0.0;  // Time this step waited for its batches.
@@ -34,6 +35,33 @@ struct StepMetrics {
   int64_t gpu_allocated_bytes = 0;
   int64_t gpu_reserved_bytes = 0;
   int64_t gpu_peak_allocated_bytes = 0;
+};
+
+/// What one probe measured ({"event":"probe"}); relative values are unset when ||F0|| is 0,
+/// the logits' values when the reference has no logits (an older checkpoint).
+struct ProbeMetrics {
+  int64_t step = 0;
+  double update_norm = 0.0;  // ||F(x, theta_step) - F(x, theta_0)||
+  double f0_norm = 0.0;      // ||F(x, theta_0)||
+  std::optional<double> update_norm_relative;
+  std::optional<double> logits_update_norm;
+  std::optional<double> logits_f0_norm;
+  std::optional<double> logits_update_norm_relative;
+};
+
+/// One encoder/decoder layer's diagnostics.
+struct LayerStat {
+  std::string stack;  // "encoder" or "decoder"
+  int64_t layer = 0;  // Index within its stack.
+  double ln_input_norm = 0.0;
+  double grad_norm = 0.0;
+};
+
+/// Per-layer diagnostics of a step ({"event":"diagnostics"}).
+struct DiagnosticsMetrics {
+  int64_t step = 0;
+  std::vector<LayerStat> layers;
+  double other_grad_norm = 0.0;  // Parameters outside the layers.
 };
 
 struct ValidMetrics {
@@ -55,6 +83,11 @@ class ProgressReporter {
   // Every log_every steps: a permanent line / JSON object.
   void Step(const StepMetrics& m);
   void Valid(const ValidMetrics& m);
+  // Every probed step, log step or not: {"event":"probe",...} / a "[probe]" line.
+  void Probe(const ProbeMetrics& m);
+  // Every diagnostics step: {"event":"diagnostics",...} with every layer and a summary over
+  // layers / a "[diag]" line with the summary.
+  void Diagnostics(const DiagnosticsMetrics& m);
   // A completed checkpoint of `step` in folder `path`: the "checkpoint" event with message
   // "saved PATH" and, in JSON, "step" and "path" fields too (for deepnet-worker).
   void Checkpoint(int64_t step, const std::string& path);

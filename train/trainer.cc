@@ -191,12 +191,7 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
   stream_ = std::make_unique<data::MultilingualBatchStream>(train_sets, stream_options);
   consumed_state_ = stream_->state();
 
-  // The probe batch: the first validation pairs of the first language pair (its training
-  // pairs when it has no validation set).
-  const auto& probe_set = ProbeSet();
-  for (int64_t i = 0; i < std::min<int64_t>(config_.train.probe_sentences, probe_set.size()); ++i) {
-    probe_indices_.push_back(i);
-  }
+  if (auto status = SetUpProbe(); !status.ok()) return status;
 
   const auto& ckpt = config_.checkpoint;
   if (!ckpt.dir.empty()) {
@@ -211,7 +206,7 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
       if (auto status = Resume(); !status.ok()) return status;
     }
   }
-  if (step_ == 0 && config_.train.probe_every > 0 && !engine_->has_probe_reference()) {
+  if (step_ == 0 && !probe_schedule_.empty() && !engine_->has_probe_reference()) {
     if (auto f0 = ProbeNorm(); !f0.ok()) return f0.status();
   }
   return absl::OkStatus();
@@ -253,6 +248,7 @@ absl::Status Trainer::Resume() {
 }
 
 const std::vector<data::TokenizedExample>& Trainer::ProbeSet() const {
+  if (!probe_file_examples_.empty()) return probe_file_examples_;
   const LanguagePair& first = data_.pairs.front();
   return first.valid.empty() ? first.train : first.valid;
 }
@@ -269,10 +265,12 @@ pipeline::MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& devic
 }
 }  // namespace
 
-absl::StatusOr<double> Trainer::ProbeNorm() {
+pipeline::MicroBatch Trainer::ProbeBatch() const {
   const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
-  return engine_->ProbeUpdateNorm(ToMicroBatch(MakeBatch(ProbeSet(), probe_indices_, ids, device_), device_));
+  return ToMicroBatch(MakeBatch(ProbeSet(), probe_indices_, ids, device_), device_);
 }
+
+absl::StatusOr<pipeline::ProbeNorms> Trainer::ProbeNorm() { return engine_->Probe(ProbeBatch()); }
 
 absl::StatusOr<StepMetrics> Trainer::TrainStep() {
   std::vector<pipeline::MicroBatch> micro;
@@ -403,6 +401,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
         break;
       }
       const auto step_start = Clock::now();
+      if (DiagnosticStep(step_ + 1)) engine_->MeasureLayerGradients();
       auto stepped = TrainStep();
       if (!stepped.ok()) return stepped.status();
       StepMetrics m = *stepped;
@@ -425,11 +424,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       m.elapsed_s = Seconds(start);
       m.eta_s = secs / recent.size() * static_cast<double>(tc.max_steps - step_);
       if (tc.max_minutes > 0.0) m.eta_s = std::min(m.eta_s, tc.max_minutes * 60.0 - m.elapsed_s);
-      if (tc.probe_every > 0 && step_ % tc.probe_every == 0) {
-        auto norm = ProbeNorm();
-        if (!norm.ok()) return norm.status();
-        m.update_norm = *norm;
-      }
+      if (auto probed = ProbeAndDiagnose(&m); !probed.ok()) return probed;
       summary.losses.push_back(m.loss);
       reporter_->Live(m);
       if (step_ % tc.log_every == 0 || step_ == tc.max_steps) reporter_->Step(m);

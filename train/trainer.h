@@ -14,6 +14,7 @@
 #include "comm/communicator.h"
 #include "data/multilingual_stream.h"
 #include "job/job_config.h"
+#include "job/probe_schedule.h"
 #include "model/deepnet.h"
 #include "pipeline/adamw.h"
 #include "pipeline/pipeline_engine.h"
@@ -83,8 +84,14 @@ class Trainer {
   absl::Status Resume();
   absl::StatusOr<StepMetrics> TrainStep();
   absl::StatusOr<ValidMetrics> Validate();
-  absl::StatusOr<double> ProbeNorm();
+  absl::StatusOr<pipeline::ProbeNorms> ProbeNorm();
+  pipeline::MicroBatch ProbeBatch() const;
   const std::vector<data::TokenizedExample>& ProbeSet() const;
+  // train/trainer_probe.cc: the probe schedule and batch (train.probe_file), and after each
+  // step the probe and per-layer diagnostics it is due for (events, and m->update_norm*).
+  absl::Status SetUpProbe();
+  bool DiagnosticStep(int64_t step) const;
+  absl::Status ProbeAndDiagnose(StepMetrics* m);
   absl::StatusOr<std::string> SaveCheckpoint();
   bool reports() const;  // This rank writes progress (rank 0).
 
@@ -103,6 +110,8 @@ class Trainer {
   double last_data_wait_s_ = 0.0;     // Wait of the last step.
   std::unique_ptr<checkpoint::CheckpointStore> store_;
   std::vector<int64_t> probe_indices_;
+  job::ProbeSchedule probe_schedule_;
+  std::vector<data::TokenizedExample> probe_file_examples_;  // train.probe_file's pairs.
   torch::Tensor tokenizer_model_;  // SentencePiece model bytes (uint8), saved in checkpoints.
   int64_t step_ = 0;
   std::vector<std::string> rejected_;

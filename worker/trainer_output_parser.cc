@@ -54,6 +54,46 @@ std::optional<TrainerStep> ParseStep(const Json& j) {
   return out;
 }
 
+std::optional<TrainerProbe> ParseProbe(const Json& j) {
+  std::optional<int64_t> step = Integer(j, "step");
+  std::optional<double> update = Number(j, "update_norm");
+  if (!step || *step < 0 || !update) return std::nullopt;
+  TrainerProbe out;
+  out.step = *step;
+  out.update_norm = *update;
+  out.f0_norm = Number(j, "f0_norm").value_or(0.0);
+  out.update_norm_relative = Number(j, "update_norm_relative");
+  out.logits_update_norm = Number(j, "logits_update_norm");
+  out.logits_f0_norm = Number(j, "logits_f0_norm");
+  out.logits_update_norm_relative = Number(j, "logits_update_norm_relative");
+  return out;
+}
+
+TrainerLayerSummary ParseLayerSummary(const Json& summary, const char* key) {
+  TrainerLayerSummary out;
+  auto it = summary.find(key);
+  if (it == summary.end() || !it->is_object()) return out;
+  out.min = Number(*it, "min").value_or(0.0);
+  out.max = Number(*it, "max").value_or(0.0);
+  out.mean = Number(*it, "mean").value_or(0.0);
+  out.p50 = Number(*it, "p50").value_or(0.0);
+  out.p90 = Number(*it, "p90").value_or(0.0);
+  return out;
+}
+
+std::optional<TrainerDiagnostics> ParseDiagnostics(const Json& j) {
+  std::optional<int64_t> step = Integer(j, "step");
+  auto summary = j.find("summary");
+  if (!step || *step < 0 || summary == j.end() || !summary->is_object()) return std::nullopt;
+  TrainerDiagnostics out;
+  out.step = *step;
+  out.layers = std::max<int64_t>(0, Integer(*summary, "layers").value_or(0));
+  out.ln_input_norm = ParseLayerSummary(*summary, "ln_input_norm");
+  out.grad_norm = ParseLayerSummary(*summary, "grad_norm");
+  out.other_grad_norm = Number(*summary, "other_grad_norm").value_or(0.0);
+  return out;
+}
+
 std::optional<TrainerCheckpoint> ParseCheckpoint(const Json& j) {
   std::string path = String(j, "path");
   if (path.empty()) {
@@ -109,8 +149,27 @@ TrainerLine ParseTrainerLine(std::string_view text) {
     out.resumed_step = ParseResume(j);
   } else if (event == "start") {
     out.start_step = ParseStart(j);
+  } else if (event == "probe") {
+    out.probe = ParseProbe(j);
+  } else if (event == "diagnostics") {
+    out.diagnostics = ParseDiagnostics(j);
   }
   return out;
+}
+
+void PendingTrainerValues::Merge(TrainerLine& line) {
+  if (line.probe) probe_ = line.probe;
+  if (line.diagnostics) diagnostics_ = line.diagnostics;
+  if (!line.step) return;
+  // Values of a later step than the point's (cannot happen with one trainer) stay pending.
+  if (probe_ && probe_->step <= line.step->step) {
+    line.step->probe = std::move(probe_);
+    probe_.reset();
+  }
+  if (diagnostics_ && diagnostics_->step <= line.step->step) {
+    line.step->diagnostics = std::move(diagnostics_);
+    diagnostics_.reset();
+  }
 }
 
 }  // namespace deepnet::worker

@@ -10,6 +10,36 @@
 
 namespace deepnet::worker {
 
+// One {"event":"probe",...} line: the model update on the probe batch at `step`.
+struct TrainerProbe {
+  int64_t step = 0;
+  double update_norm = 0.0;  // ||F(x, theta_step) - F(x, theta_0)||
+  double f0_norm = 0.0;      // ||F(x, theta_0)||
+  // Unset when the line has null (||F0|| = 0, or no logits reference).
+  std::optional<double> update_norm_relative;
+  std::optional<double> logits_update_norm;
+  std::optional<double> logits_f0_norm;
+  std::optional<double> logits_update_norm_relative;
+};
+
+// Minimum, maximum, mean and quantiles of a per-layer value over the layers.
+struct TrainerLayerSummary {
+  double min = 0.0;
+  double max = 0.0;
+  double mean = 0.0;
+  double p50 = 0.0;
+  double p90 = 0.0;
+};
+
+// The "summary" of one {"event":"diagnostics",...} line (the per-layer values stay in the log).
+struct TrainerDiagnostics {
+  int64_t step = 0;
+  int64_t layers = 0;
+  TrainerLayerSummary ln_input_norm;
+  TrainerLayerSummary grad_norm;
+  double other_grad_norm = 0.0;
+};
+
 // One {"event":"step",...} line.
 struct TrainerStep {
   // Optimiser step the values belong to; >= 1.
@@ -29,6 +59,10 @@ struct TrainerStep {
   int64_t gpu_allocated_bytes = 0;
   int64_t gpu_reserved_bytes = 0;
   int64_t gpu_peak_allocated_bytes = 0;
+  // Not parsed from the step line: the latest probe and diagnostics lines read before it
+  // (MergePending), so that they travel with the next metric point.
+  std::optional<TrainerProbe> probe;
+  std::optional<TrainerDiagnostics> diagnostics;
 };
 
 // One {"event":"checkpoint","message":"saved DIR/step_000001500",...} line.
@@ -48,6 +82,20 @@ struct TrainerLine {
   // Step the run starts from ({"event":"start","message":"...from step N to M"}): the resumed
   // checkpoint's, 0 from scratch.
   std::optional<int64_t> start_step;
+  std::optional<TrainerProbe> probe;
+  std::optional<TrainerDiagnostics> diagnostics;
+};
+
+// Probe and diagnostics lines come on their own steps (often not log steps); this keeps the
+// latest of each and hands them to the next step line. Not thread-safe.
+class PendingTrainerValues {
+ public:
+  // Remembers line.probe / line.diagnostics; attaches what is pending to line.step.
+  void Merge(TrainerLine& line);
+
+ private:
+  std::optional<TrainerProbe> probe_;
+  std::optional<TrainerDiagnostics> diagnostics_;
 };
 
 // Parses one line (without its newline). Never fails: lines that are not one of the events

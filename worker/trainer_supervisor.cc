@@ -30,11 +30,16 @@ struct TaskOutput {
   std::vector<int64_t> checkpoints;  // Guarded by mu.
   int64_t step = 0;                  // Guarded by mu.
   std::optional<int64_t> start_step;  // Guarded by mu.
+  PendingTrainerValues pending;       // Guarded by mu.
 
   void OnLine(const std::string& line) {
     TrainerLine parsed = ParseTrainerLine(line);
-    if (!parsed.step && !parsed.checkpoint && !parsed.resumed_step && !parsed.start_step) return;
+    if (!parsed.step && !parsed.checkpoint && !parsed.resumed_step && !parsed.start_step &&
+        !parsed.probe && !parsed.diagnostics) {
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu);
+    pending.Merge(parsed);  // Probe and diagnostics travel with the next step point.
     if (parsed.step) {
       points.push_back({*parsed.step, std::chrono::system_clock::now(), 0});
       step = std::max(step, parsed.step->step);

@@ -68,6 +68,32 @@ AssignmentSpec FromProto(const v1::Assignment& a) {
   return spec;
 }
 
+void SetSummary(const TrainerLayerSummary& s, v1::LayerSummary* out) {
+  out->set_min(s.min);
+  out->set_max(s.max);
+  out->set_mean(s.mean);
+  out->set_p50(s.p50);
+  out->set_p90(s.p90);
+}
+
+// MetricPoint fields 14-23 from the probe and diagnostics lines merged into the step.
+void SetProbeAndDiagnostics(const TrainerStep& step, v1::MetricPoint* point) {
+  if (const auto& p = step.probe) {
+    point->set_probe_step(p->step);
+    point->set_probe_update_norm(p->update_norm);
+    point->set_f0_norm(p->f0_norm);
+    point->set_update_norm_relative(p->update_norm_relative.value_or(0.0));
+    point->set_logits_update_norm(p->logits_update_norm.value_or(0.0));
+    point->set_logits_f0_norm(p->logits_f0_norm.value_or(0.0));
+    point->set_logits_update_norm_relative(p->logits_update_norm_relative.value_or(0.0));
+  }
+  if (const auto& d = step.diagnostics) {
+    point->set_diagnostics_step(d->step);
+    SetSummary(d->ln_input_norm, point->mutable_ln_input_norm());
+    SetSummary(d->grad_norm, point->mutable_layer_grad_norm());
+  }
+}
+
 v1::WorkerMessage ToProto(const MetricBatch& batch) {
   v1::WorkerMessage message;
   v1::MetricReport* report = message.mutable_metrics();
@@ -89,6 +115,7 @@ v1::WorkerMessage ToProto(const MetricBatch& batch) {
     point->set_gpu_allocated_bytes(p.values.gpu_allocated_bytes);
     point->set_gpu_reserved_bytes(p.values.gpu_reserved_bytes);
     point->set_gpu_peak_allocated_bytes(p.values.gpu_peak_allocated_bytes);
+    SetProbeAndDiagnostics(p.values, point);
   }
   for (int64_t step : batch.checkpoint_steps) report->add_checkpoint_steps(step);
   return message;

@@ -227,6 +227,84 @@ TEST(ParallelTrainingTest, ResumeInTheSameLayoutIsBitExact) {
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
 }
 
+// JSON lines of `event` from a run's log, by step.
+std::map<int64_t, nlohmann::json> EventsByStep(const TrainRun& run, const std::string& event) {
+  std::map<int64_t, nlohmann::json> out;
+  std::istringstream lines(run.log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == event) out[j.at("step").get<int64_t>()] = j;
+  }
+  return out;
+}
+
+void ExpectNear(const nlohmann::json& got, const nlohmann::json& want, const char* key,
+                const std::string& what) {
+  const double w = want.at(key).get<double>();
+  EXPECT_NEAR(got.at(key).get<double>(), w, 1e-4 * std::abs(w) + 1e-9) << what << " " << key;
+}
+
+// The probe (replica 0 through every stage) and the per-layer diagnostics (each stage's layers,
+// gathered by one all-reduce) report what the single-process run reports, on every probed and
+// diagnosed step, under pipeline and data parallelism.
+TEST(ParallelTrainingTest, ProbeAndLayerDiagnosticsMatchTheSingleProcessRun) {
+  TempDir dir;
+  std::ofstream(dir / "job.yaml") << JobYaml(dir / "ckpt", 6);
+  const std::vector<std::string> probing{"train.probe_schedule=1-2,6", "train.diagnostics_every=3",
+                                         "train.log_every=6"};
+  auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), probing.begin(), probing.end());
+    return sets;
+  };
+  TrainRun reference =
+      Launch(dir, "ref", dir / "job.yaml",
+             with({"optim.accum_steps=4", "checkpoint.dir=" + dir / "ref"}), 1, "gloo");
+  ASSERT_EQ(reference.exit_code, 0) << reference.log;
+  const auto want_probe = EventsByStep(reference, "probe");
+  const auto want_diag = EventsByStep(reference, "diagnostics");
+  ASSERT_EQ(want_probe.size(), 3u) << reference.log;
+  ASSERT_EQ(want_diag.size(), 2u) << reference.log;
+  struct Case {
+    std::vector<std::string> sets;
+    int ranks;
+  };
+  for (const Case& c :
+       std::vector<Case>{{{"parallel.pipeline_stages=2", "parallel.data_parallel=2",
+                           "parallel.micro_batches=2", "checkpoint.dir=" + dir / "a"},
+                          4},
+                         {{"parallel.pipeline_stages=4", "parallel.micro_batches=4",
+                           "checkpoint.dir=" + dir / "b"},
+                          4}}) {
+    TrainRun run = Launch(dir, "layout" + std::to_string(c.sets.size()), dir / "job.yaml",
+                          with(c.sets), c.ranks, "gloo");
+    const std::string what = c.sets[0] + " " + c.sets[1];
+    ASSERT_EQ(run.exit_code, 0) << what << "\n" << run.log;
+    const auto probe = EventsByStep(run, "probe");
+    ASSERT_EQ(probe.size(), want_probe.size()) << what;
+    for (const auto& [step, want] : want_probe) {
+      for (const char* key : {"update_norm", "f0_norm", "update_norm_relative",
+                              "logits_update_norm", "logits_f0_norm"}) {
+        ExpectNear(probe.at(step), want, key, what + " step " + std::to_string(step));
+      }
+    }
+    const auto diag = EventsByStep(run, "diagnostics");
+    ASSERT_EQ(diag.size(), want_diag.size()) << what;
+    for (const auto& [step, want] : want_diag) {
+      const auto& got_layers = diag.at(step).at("layers");
+      const auto& want_layers = want.at("layers");
+      ASSERT_EQ(got_layers.size(), want_layers.size()) << what;
+      for (size_t l = 0; l < want_layers.size(); ++l) {
+        const std::string where =
+            what + " step " + std::to_string(step) + " layer " + std::to_string(l);
+        ExpectNear(got_layers[l], want_layers[l], "ln_input_norm", where);
+        ExpectNear(got_layers[l], want_layers[l], "grad_norm", where);
+      }
+      ExpectNear(diag.at(step).at("summary"), want.at("summary"), "other_grad_norm", what);
+    }
+  }
+}
+
 TEST(ParallelTrainingTest, WorldSizeThatIsNotStagesTimesReplicasIsAnError) {
   TempDir dir;
   std::ofstream(dir / "job.yaml") << JobYaml(dir / "ckpt", 2);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace deepnet::worker {
 namespace {
 
@@ -97,6 +99,69 @@ TEST(TrainerOutputParserTest, OtherLinesGiveNothing) {
     const TrainerLine line = ParseTrainerLine(text);
     EXPECT_FALSE(line.step || line.checkpoint || line.resumed_step || line.start_step) << text;
   }
+}
+
+TEST(TrainerOutputParserTest, ParsesProbeAndDiagnosticsLines) {
+  const TrainerLine probe = ParseTrainerLine(
+      R"({"event":"probe","step":7,"update_norm":0.5,"f0_norm":4.0,"update_norm_relative":0.125,)"
+      R"("logits_update_norm":3.0,"logits_f0_norm":12.0,"logits_update_norm_relative":0.25})");
+  ASSERT_TRUE(probe.probe.has_value());
+  EXPECT_FALSE(probe.step.has_value());
+  EXPECT_EQ(probe.probe->step, 7);
+  EXPECT_DOUBLE_EQ(probe.probe->update_norm, 0.5);
+  EXPECT_DOUBLE_EQ(probe.probe->f0_norm, 4.0);
+  EXPECT_DOUBLE_EQ(*probe.probe->update_norm_relative, 0.125);
+  EXPECT_DOUBLE_EQ(*probe.probe->logits_update_norm, 3.0);
+  EXPECT_DOUBLE_EQ(*probe.probe->logits_f0_norm, 12.0);
+  EXPECT_DOUBLE_EQ(*probe.probe->logits_update_norm_relative, 0.25);
+  // null (no logits reference, ||F0|| = 0) stays unset.
+  const TrainerLine bare = ParseTrainerLine(
+      R"({"event":"probe","step":2,"update_norm":0.0,"f0_norm":0.0,"update_norm_relative":null,)"
+      R"("logits_update_norm":null,"logits_f0_norm":null,"logits_update_norm_relative":null})");
+  ASSERT_TRUE(bare.probe.has_value());
+  EXPECT_FALSE(bare.probe->update_norm_relative.has_value());
+  EXPECT_FALSE(bare.probe->logits_update_norm.has_value());
+
+  const TrainerLine diag = ParseTrainerLine(
+      R"({"event":"diagnostics","step":20,"layers":[{"stack":"encoder","layer":0,)"
+      R"("ln_input_norm":2.0,"grad_norm":0.1}],"summary":{"ln_input_norm":{"min":1.0,)"
+      R"("max":9.0,"mean":4.0,"p50":3.0,"p90":8.0},"grad_norm":{"min":0.01,"max":0.2,)"
+      R"("mean":0.05,"p50":0.04,"p90":0.15},"other_grad_norm":0.3,"layers":12}})");
+  ASSERT_TRUE(diag.diagnostics.has_value());
+  EXPECT_EQ(diag.diagnostics->step, 20);
+  EXPECT_EQ(diag.diagnostics->layers, 12);
+  EXPECT_DOUBLE_EQ(diag.diagnostics->ln_input_norm.min, 1.0);
+  EXPECT_DOUBLE_EQ(diag.diagnostics->ln_input_norm.max, 9.0);
+  EXPECT_DOUBLE_EQ(diag.diagnostics->ln_input_norm.mean, 4.0);
+  EXPECT_DOUBLE_EQ(diag.diagnostics->ln_input_norm.p50, 3.0);
+  EXPECT_DOUBLE_EQ(diag.diagnostics->ln_input_norm.p90, 8.0);
+  EXPECT_DOUBLE_EQ(diag.diagnostics->grad_norm.p90, 0.15);
+  EXPECT_DOUBLE_EQ(diag.diagnostics->other_grad_norm, 0.3);
+  // Broken lines give nothing.
+  EXPECT_FALSE(ParseTrainerLine(R"({"event":"probe","step":"x"})").probe.has_value());
+  EXPECT_FALSE(ParseTrainerLine(R"({"event":"diagnostics","step":3})").diagnostics.has_value());
+}
+
+TEST(TrainerOutputParserTest, ProbeAndDiagnosticsTravelWithTheNextStepLine) {
+  PendingTrainerValues pending;
+  std::vector<TrainerLine> lines;
+  for (const char* text :
+       {R"({"event":"probe","step":3,"update_norm":0.25,"f0_norm":1.0})",
+        R"({"event":"probe","step":4,"update_norm":0.5,"f0_norm":1.0})",
+        R"({"event":"diagnostics","step":4,"summary":{"ln_input_norm":{"max":2.0}}})",
+        R"({"event":"step","step":5,"loss":1.0})", R"({"event":"step","step":10,"loss":0.9})"}) {
+    lines.push_back(ParseTrainerLine(text));
+    pending.Merge(lines.back());
+  }
+  ASSERT_TRUE(lines[3].step.has_value());
+  ASSERT_TRUE(lines[3].step->probe.has_value());
+  EXPECT_EQ(lines[3].step->probe->step, 4);  // The latest probe before the step line.
+  EXPECT_DOUBLE_EQ(lines[3].step->probe->update_norm, 0.5);
+  ASSERT_TRUE(lines[3].step->diagnostics.has_value());
+  EXPECT_DOUBLE_EQ(lines[3].step->diagnostics->ln_input_norm.max, 2.0);
+  // Handed over once.
+  EXPECT_FALSE(lines[4].step->probe.has_value());
+  EXPECT_FALSE(lines[4].step->diagnostics.has_value());
 }
 
 }  // namespace

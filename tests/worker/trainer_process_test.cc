@@ -62,8 +62,8 @@ TEST_F(TrainerProcessTest, ReportsExitCodeOutputLinesAndStderrTail) {
   EXPECT_FALSE(exit->stop_requested);
   EXPECT_EQ(exit->stderr_tail, "fake trainer rank 0: stderr line");
   std::lock_guard<std::mutex> lock(mu_);
-  ASSERT_EQ(lines_.size(), 4u);  // Every line reached the callback before Poll() reported.
-  EXPECT_THAT(lines_[3], HasSubstr("step_0000020"));
+  ASSERT_EQ(lines_.size(), 6u);  // Every line reached the callback before Poll() reported.
+  EXPECT_THAT(lines_[5], HasSubstr("step_0000020"));
   EXPECT_THAT(testing::ReadFile(dir_.path() + "/out.log"), HasSubstr(R"("step":10)"));
   EXPECT_EQ(testing::ReadFile(dir_.path() + "/args-0"),
             "train --config job.yaml --log-format json\n");

@@ -262,6 +262,17 @@ TEST_F(WorkerDaemonTest, ReportsMetricsThenTheExitWithCodeAndStderr) {
   EXPECT_DOUBLE_EQ(points[1].tokens_per_s(), 1100.0);
   EXPECT_DOUBLE_EQ(points[1].update_norm(), 0.5);
   EXPECT_EQ(points[1].attempt(), 1);
+  // The probe of step 15 and the diagnostics of step 20 travel with the step-20 point.
+  EXPECT_EQ(points[0].probe_step(), 0);
+  EXPECT_EQ(points[0].diagnostics_step(), 0);
+  EXPECT_EQ(points[1].probe_step(), 15);
+  EXPECT_DOUBLE_EQ(points[1].probe_update_norm(), 0.25);
+  EXPECT_DOUBLE_EQ(points[1].f0_norm(), 2.0);
+  EXPECT_DOUBLE_EQ(points[1].update_norm_relative(), 0.125);
+  EXPECT_DOUBLE_EQ(points[1].logits_update_norm(), 0.0);  // null in the line
+  EXPECT_EQ(points[1].diagnostics_step(), 20);
+  EXPECT_DOUBLE_EQ(points[1].ln_input_norm().p90(), 2.8);
+  EXPECT_DOUBLE_EQ(points[1].layer_grad_norm().max(), 0.3);
   EXPECT_EQ(checkpoints, std::vector<int64_t>{20});
   EXPECT_LT(last_report_sequence, exit_sequence);
   EXPECT_TRUE(testing::WaitUntil([&] { return daemon_->Tasks().empty(); }));

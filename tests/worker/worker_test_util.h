@@ -55,6 +55,8 @@ if [ -n "$FAKE_TOUCH" ]; then
 fi
 echo '{"event":"start","message":"fake trainer"}'
 echo '{"event":"step","step":10,"loss":2.5,"nll":2.25,"lr":0.001,"grad_norm":1.5,"tokens_per_s":1000.0,"update_norm":null}'
+echo '{"event":"probe","step":15,"update_norm":0.25,"f0_norm":2.0,"update_norm_relative":0.125,"logits_update_norm":null,"logits_f0_norm":null,"logits_update_norm_relative":null}'
+echo '{"event":"diagnostics","step":20,"layers":[],"summary":{"ln_input_norm":{"min":1.0,"max":3.0,"mean":2.0,"p50":2.0,"p90":2.8},"grad_norm":{"min":0.1,"max":0.3,"mean":0.2,"p50":0.2,"p90":0.28},"other_grad_norm":0.5,"layers":2}}'
 echo '{"event":"step","step":20,"loss":2.0,"nll":1.75,"lr":0.002,"grad_norm":1.25,"tokens_per_s":1100.0,"update_norm":0.5}'
 echo '{"event":"checkpoint","message":"saved /ckpt/step_0000020","step":20,"path":"/ckpt/step_0000020"}'
 echo "fake trainer rank $DEEPNET_RANK: stderr line" >&2
