@@ -118,11 +118,19 @@ absl::StatusOr<std::vector<std::string>> DrawPlots(const std::string& out_dir) {
     p.ylabel = std::move(ylabel), p.logy = logy, p.logx = logx;
     return p;
   };
+  // Log steps: the first few Adam steps, where Post-LN and DeepNorm part, get room.
   Plot update =
       make("update_norm.png", "Model update ||F(x,theta_t) - F(x,theta_0)|| (probe batch)", "step",
-           "||dF||", true, false);
+           "||dF||", true, true);
   Plot relative = make("update_norm_relative.png", "Relative model update ||dF|| / ||F0||", "step",
-                       "||dF|| / ||F0||", true, false);
+                       "||dF|| / ||F0||", true, true);
+  // The paper's Fig. 4 in one picture: the update after the first Adam step against depth.
+  Plot first_step = make("update_norm_vs_depth.png",
+                         "Model update after the first step, by depth (relative when measured)",
+                         "depth (encoder = decoder layers)", "||dF|| / ||F0|| at step 1 (else ||dF||)",
+                         true, true);
+  // label -> (depth, update at the first probed step) points
+  std::map<std::string, std::vector<std::pair<double, double>>> first_by_depth;
   Plot curves =
       make("valid_curves.png", "Validation loss", "step", "validation loss", false, false);
   Plot depth =
@@ -157,6 +165,17 @@ absl::StatusOr<std::vector<std::string>> DrawPlots(const std::string& out_dir) {
         if (std::isfinite(a)) abs_file << step << " " << a << "\n", any_abs = true;
         if (std::isfinite(r)) rel_file << step << " " << r << "\n", any_rel = true;
       }
+      // The first probed step's update: relative when the trainer reported it.
+      const nlohmann::json& first = row["probe"][0];
+      const char* key = first.contains("update_norm_relative") &&
+                                first["update_norm_relative"].is_number()
+                            ? "update_norm_relative"
+                            : "update_norm";
+      if (auto d = Depth(row); d && first.contains(key) && first[key].is_number()) {
+        first_by_depth[Label(row, {"depth", "model.encoder_layers", "model.decoder_layers"})]
+            .emplace_back(*d, first[key].get<double>());
+        depths.insert(*d);
+      }
       if (any_abs) update.series.emplace_back("data/" + base + ".update_norm.dat", label);
       if (any_rel)
         relative.series.emplace_back("data/" + base + ".update_norm_relative.dat", label);
@@ -183,20 +202,29 @@ absl::StatusOr<std::vector<std::string>> DrawPlots(const std::string& out_dir) {
     for (const auto& [d, v, status] : points) f << d << " " << v << " " << status << "\n";
     depth.series.emplace_back(file, label == "" ? sweep : label);
   }
+  for (auto& [label, points] : first_by_depth) {
+    std::sort(points.begin(), points.end());
+    const std::string file = "data/first_update." + SafeName(label) + ".dat";
+    std::ofstream f(plots / file);
+    for (const auto& [d, v] : points) f << d << " " << v << "\n";
+    first_step.series.emplace_back(file, label == "" ? sweep : label);
+  }
   summary.close();
 
   std::string script =
       "set terminal pngcairo size 1000,650 noenhanced font \",10\"\n"
       "set key outside right top\nset grid\n";
   std::vector<std::string> pngs;
-  for (const Plot* plot : {&update, &relative, &curves, &depth}) {
+  for (const Plot* plot : {&update, &relative, &first_step, &curves, &depth}) {
     if (plot->series.empty()) continue;
     absl::StrAppend(&script, "\nset output ", Quote(plot->png), "\nset title ",
                     Quote(sweep + ": " + plot->title), "\nset xlabel ", Quote(plot->xlabel),
                     "\nset ylabel ", Quote(plot->ylabel), "\n",
                     plot->logy ? "set logscale y\n" : "unset logscale y\n",
                     plot->logx ? "set logscale x 2\n" : "unset logscale x\n",
-                    plot == &depth ? DepthTics(depths) : "set xtics autofreq\n", "plot ");
+                    plot == &depth || plot == &first_step ? DepthTics(depths)
+                                                          : "set xtics autofreq\n",
+                    "plot ");
     for (size_t i = 0; i < plot->series.size(); ++i) {
       absl::StrAppend(&script, i ? ", \\\n     " : "", Quote(plot->series[i].first),
                       " using 1:2 with linespoints pointsize 0.6 title ",

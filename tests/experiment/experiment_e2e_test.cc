@@ -108,12 +108,14 @@ TEST(ExperimentE2eTest, TinySweepWritesAResultRowPerRunAndPlots) {
     EXPECT_EQ(row["valid"].size(), 3u);  // Steps 0, 2, 4.
     EXPECT_EQ(row["probe"].size(), 4u);  // Every step.
     EXPECT_TRUE(row["probe"][0]["update_norm"].is_number());
+    EXPECT_TRUE(row["probe"][0]["update_norm_relative"].is_number()) << row["probe"][0].dump();
     EXPECT_GT(row["wall_s"].get<double>(), 0.0);
     EXPECT_TRUE(std::filesystem::exists(out + "/" + row["log"].get<std::string>()));
   }
   if (!HaveGnuplot())
     GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)";
-  for (const char* png : {"update_norm.png", "valid_curves.png", "final_valid_vs_depth.png"}) {
+  for (const char* png : {"update_norm.png", "update_norm_relative.png", "update_norm_vs_depth.png",
+                          "valid_curves.png", "final_valid_vs_depth.png"}) {
     EXPECT_TRUE(IsPng(out + "/plots/" + png)) << png << "\n" << Read(dir / "log");
   }
   // The plots come from the results file alone.
