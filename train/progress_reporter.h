@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace deepnet::train {
 
 enum class LogFormat { kText, kJson };
@@ -22,6 +24,7 @@ struct StepMetrics {
   int64_t tgt_tokens = 0;
   double tokens_per_s = 0.0;  // Source + target tokens per second over recent steps.
   std::optional<double> update_norm;  // ||F(x, theta_i) - F(x, theta_0)|| on the probe batch.
+  std::optional<double> update_norm_relative;
   double elapsed_s = 0.0;
   double eta_s = 0.0;
   double data_wait_s = 0.0;  // Time this step waited for its batches.
@@ -60,6 +63,9 @@ class ProgressReporter {
   void Checkpoint(int64_t step, const std::string& path);
   // Free-form event ("checkpoint", "resume", "start", "stop") with a message.
   void Event(const std::string& kind, const std::string& message);
+  // An event with fields of its own: `fields` (with "event" = kind) as one JSON line, or
+  // "[kind] text" in text format.
+  void Record(const std::string& kind, const nlohmann::json& fields, const std::string& text);
 
  private:
   void ClearLive();
