@@ -107,8 +107,12 @@ GuardDecision TrainingGuard::Decide(const GuardTrigger& trigger,
     if (s < limit) best = std::max(best, s);
   }
   if (best < 0) {
-    d.reason = absl::StrCat("guard: ", what, "; no checkpoint before step ", limit,
-                            " to roll back to (checkpoint.dir empty, or none saved yet)");
+    d.reason =
+        absl::StrCat("guard: ", what, "; no checkpoint before step ", limit, " to roll back to",
+                     limit < trigger.step
+                         ? absl::StrCat(" (the rollback to step ", limit,
+                                        " did not get past the trouble before a newer checkpoint)")
+                         : " (checkpoint.dir empty, or none saved yet)");
     return d;
   }
   d.kind = GuardDecision::Kind::kRollback;

@@ -118,6 +118,17 @@ TEST(TrainingGuardTest, FailsWithoutACheckpointOrWhenTheActionIsFail) {
   EXPECT_THAT(d.reason, ::testing::HasSubstr("(guard.action is fail)"));
 }
 
+TEST(TrainingGuardTest, TroubleBackBeforeANewCheckpointWithNoOlderOneFails) {
+  TrainingGuard guard(Config());
+  GuardTrigger t{5, "nonfinite_loss", std::nan(""), std::nan("")};
+  ASSERT_EQ(guard.Decide(t, {3}).target_step, 3);
+  guard.RolledBack(3);
+  const GuardDecision d = guard.Decide(t, {3});
+  EXPECT_EQ(d.kind, GuardDecision::Kind::kFail);
+  EXPECT_THAT(d.reason, ::testing::HasSubstr("no checkpoint before step 3 to roll back to (the "
+                                             "rollback to step 3 did not get past the trouble"));
+}
+
 TEST(TrainingGuardTest, RollbackDropsLaterHistoryAndDecisionRoundTrips) {
   TrainingGuard guard(Config());
   for (int s = 1; s <= 4; ++s) guard.Accept(s, s == 4 ? 100.0 : 1.0);
