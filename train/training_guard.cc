@@ -169,7 +169,7 @@ void TrainingGuard::RestoreState(const nlohmann::json& state) {
 
 absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec) {
   struct Fault {
-    bool nan = false;
+    std::string kind;  // nan, spike, update
     bool repeat = false;
     bool fired = false;
   };
@@ -179,11 +179,12 @@ absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec) {
     const size_t at = item.find('@');
     Fault f;
     absl::string_view kind = item.substr(0, at);
-    if (at == absl::string_view::npos || (kind != "nan" && kind != "spike")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DEEPNET_GUARD_FAULT: '", item, "' is not nan@STEP, spike@STEP or KIND@STEP.."));
+    if (at == absl::string_view::npos || (kind != "nan" && kind != "spike" && kind != "update")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DEEPNET_GUARD_FAULT: '", item,
+                       "' is not nan@STEP, spike@STEP, update@STEP or KIND@STEP.."));
     }
-    f.nan = kind == "nan";
+    f.kind = std::string(kind);
     absl::string_view when = item.substr(at + 1);
     f.repeat = absl::ConsumeSuffix(&when, "..");
     int64_t step = 0;
@@ -200,10 +201,12 @@ absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec) {
       const bool hit = f.repeat ? m->step >= it->first : (m->step == it->first && !f.fired);
       if (!hit) continue;
       f.fired = true;
-      if (f.nan) {
+      if (f.kind == "nan") {
         m->loss = std::numeric_limits<double>::quiet_NaN();
-      } else {
+      } else if (f.kind == "spike") {
         m->loss *= 1000.0;
+      } else {
+        m->update_norm_relative = 1e6;
       }
       return;
     }

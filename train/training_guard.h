@@ -100,10 +100,11 @@ class TrainingGuard {
   bool plateaued_ = false;
 };
 
-/// A test facility: DEEPNET_GUARD_FAULT's value, e.g. "nan@7,spike@12,nan@20..": replace the
-/// loss of step 7 with NaN and multiply the loss of step 12 by 1000, once each (a step run again
-/// after a rollback is left alone), and make every step from 20 on NaN ("N.." repeats). The
-/// hook alters the metrics the guard sees, not the weights. InvalidArgument naming the item.
+/// A test facility: DEEPNET_GUARD_FAULT's value, e.g. "nan@7,spike@12,update@15,nan@20..":
+/// replace the loss of step 7 with NaN, multiply the loss of step 12 by 1000 and set the relative
+/// update norm of step 15 to 1e6, once each (a step run again after a rollback is left alone),
+/// and make every step from 20 on NaN ("N.." repeats). The hook alters the metrics the guard
+/// sees, not the weights. InvalidArgument naming the item.
 using StepFault = std::function<void(StepMetrics*)>;
 absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec);
 

@@ -199,6 +199,33 @@ TEST(TrainerGuardTest, WithoutACheckpointTheGuardFailsAndOffMeansTheOldError) {
   EXPECT_THAT(std::string(summary.status().message()), HasSubstr("(diverged)"));
 }
 
+TEST(TrainerGuardTest, UpdateNormOverTheBoundRollsBackWithoutSkippingBatches) {
+  TempDir dir;
+  job::JobConfig job = GuardedJob(dir.path());
+  job.guard.update_bound = 100.0;
+  job.guard.skip_batches = false;
+  job.guard.lr_factor = 1.0;
+  std::ostringstream out;
+  TrainerIo io;
+  io.out = &out;
+  io.format = LogFormat::kJson;
+  io.step_fault = ParseGuardFault("update@5").value();
+  auto summary = Trainer::Create(job, io).value()->Run();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->guard_rollbacks, 1);
+  const auto guard = Events(out.str(), "guard");
+  ASSERT_EQ(guard.size(), 1u) << out.str();
+  EXPECT_EQ(guard[0]["trigger"], "update_norm");
+  EXPECT_EQ(guard[0]["to_step"], 3);
+  EXPECT_EQ(guard[0]["skipped_steps"], 0);
+  EXPECT_DOUBLE_EQ(guard[0]["lr_scale"].get<double>(), 1.0);
+  // Batches replayed from the checkpoint's position: the data stream is where a clean run's is.
+  TempDir clean;
+  Trainer::Create(GuardedJob(clean.path()), TrainerIo{}).value()->Run().value();
+  EXPECT_EQ(Metadata(dir / "step_000000012")["data_stream"]["position"],
+            Metadata(clean / "step_000000012")["data_stream"]["position"]);
+}
+
 TEST(TrainerGuardTest, PlateauIsFlaggedAndRewarmRestartsTheWarmup) {
   TempDir dir;
   job::JobConfig job = GuardedJob(dir.path());

@@ -174,7 +174,7 @@ TEST(TrainingGuardTest, PlateauAfterWindowValidationsWithoutImprovement) {
 }
 
 TEST(TrainingGuardTest, FaultSpecForcesNanAndSpikesOnceOrRepeatedly) {
-  auto fault = ParseGuardFault("nan@3, spike@5,nan@9..");
+  auto fault = ParseGuardFault("nan@3, spike@5,update@7,nan@9..");
   ASSERT_TRUE(fault.ok()) << fault.status();
   auto run = [&](int64_t step) {
     StepMetrics m;
@@ -187,6 +187,10 @@ TEST(TrainingGuardTest, FaultSpecForcesNanAndSpikesOnceOrRepeatedly) {
   EXPECT_TRUE(std::isnan(run(3)));
   EXPECT_EQ(run(3), 2.0);  // Once only: the step run again after a rollback is clean.
   EXPECT_EQ(run(5), 2000.0);
+  StepMetrics seventh;
+  seventh.step = 7;
+  (*fault)(&seventh);
+  EXPECT_EQ(seventh.update_norm_relative, 1e6);
   EXPECT_TRUE(std::isnan(run(9)));
   EXPECT_TRUE(std::isnan(run(9)));
   EXPECT_TRUE(std::isnan(run(12)));
