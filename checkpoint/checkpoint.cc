@@ -367,6 +367,40 @@ void CheckpointStore::CleanUpAfterCommit(int64_t step, const std::string& token)
   }
 }
 
+absl::StatusOr<std::string> CheckpointStore::RollBackTo(int64_t step) {
+  const fs::path dir_path(options_.dir);
+  const std::string name = storage::StepFolderName(step);
+  const std::string target = (dir_path / name).string();
+  absl::Status s = storage::RunFenced(options_.dir, options_.fence, [&]() -> absl::Status {
+    const std::vector<CheckpointInfo> infos = List();
+    if (std::none_of(infos.begin(), infos.end(),
+                     [&](const CheckpointInfo& info) { return info.step == step; })) {
+      return absl::NotFoundError(absl::StrCat("no completed checkpoint of step ", step));
+    }
+    // `latest` first: a crash half-way leaves the newer folders, which a resume then skips
+    // (ResumeOrder and LoadLatest never go past `latest`).
+    absl::Status r =
+        storage::WriteFileAtomically((dir_path / kLatest).string(), name + "\n", TmpSuffix());
+    if (!r.ok()) return r;
+    for (const CheckpointInfo& info : infos) {
+      if (info.step <= step) continue;
+      // Renamed first so that a half-deleted folder never looks like a completed checkpoint.
+      const std::string doomed = absl::StrCat(info.path, TmpSuffix(), ".del");
+      if (r = RenamePath(info.path, doomed); !r.ok()) return r;
+      std::error_code ec;
+      fs::remove_all(doomed, ec);
+      if (ec)
+        storage::LogWarning(absl::StrCat("[ckpt] cannot delete ", doomed, ": ", ec.message()));
+    }
+    return storage::FsyncFolder(options_.dir);
+  });
+  if (!s.ok()) {
+    return storage::WithContext(
+        s, absl::StrCat(" (rollback to step ", step, " in ", options_.dir, ")"));
+  }
+  return target;
+}
+
 absl::StatusOr<Checkpoint> CheckpointStore::LoadLatest(std::vector<std::string>* rejected) const {
   const fs::path dir_path(options_.dir);
   int num_rejected = 0;

@@ -108,6 +108,13 @@ class CheckpointStore {
   // first. The first is the step the coordinator announces for a restart.
   std::vector<CheckpointInfo> ResumeOrder() const;
 
+  // A rollback (the training guard, train/training_guard.h): `latest` is made to name step_N
+  // and every completed checkpoint newer than `step` is deleted, so that neither a resume nor
+  // keep_last's count sees them any more. Runs under the same fence check and folder lock as a
+  // commit (a stale attempt is refused: storage::IsFencedOut). NotFound when step_N is not a
+  // completed checkpoint. Returns the folder of step_N.
+  [[nodiscard]] absl::StatusOr<std::string> RollBackTo(int64_t step);
+
   // `failure` of a save, or the fencing refusal that explains it: once a newer attempt has
   // claimed the folder it may remove this attempt's temporary folder mid-write.
   absl::Status ExplainSaveFailure(absl::Status failure) const;

@@ -19,6 +19,9 @@ enum ExitCode : int {
   // A newer attempt of the job (or another job) owns the checkpoint folder: this stale attempt
   // was refused a commit and stopped without touching the folder (storage/checkpoint_fence.h).
   kExitFencedOut = 77,
+  // The divergence guard ran out of retries (job::GuardConfig): restarting from the checkpoints
+  // would replay the same divergence (job::kGuardExhaustedExitCode).
+  kExitGuardExhausted = 78,
   kExitTerminated = 143,  // Stopped by SIGTERM after checkpointing (128 + 15).
 };
 

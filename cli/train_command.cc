@@ -23,6 +23,7 @@ namespace deepnet::cli {
 
 // The coordinator reads this exit code as "fenced out" (coordinator_workers.cc).
 static_assert(kExitFencedOut == storage::kFencedOutExitCode);
+static_assert(kExitGuardExhausted == job::kGuardExhaustedExitCode);
 
 int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::ostream& out,
              std::ostream& err) {
@@ -118,6 +119,15 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     io.memory = train::AvailableMemory(config->runtime.device.rfind("cuda", 0) == 0,
                                        launch->local_size, train::DefaultMemorySources());
   }
+  // Test facility: forced NaN losses or spikes for the divergence guard (docs/OPERATIONS.md).
+  if (const char* fault = std::getenv("DEEPNET_GUARD_FAULT"); fault != nullptr && *fault) {
+    auto hook = train::ParseGuardFault(fault);
+    if (!hook.ok()) {
+      err << "deepnet train: " << hook.status().message() << "\n";
+      return kExitBadInput;
+    }
+    io.step_fault = *std::move(hook);
+  }
   io.checkpoint_fence.job_id = launch->control_job_id;
   io.checkpoint_fence.attempt = launch->attempt;
   if (io.format == train::LogFormat::kText && launch->rank == 0) {
@@ -149,6 +159,8 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   }
   if (!summary.ok()) {
     err << who << summary.status().message() << "\n";
+    // Every rank took the guard's decision: no peer waits on this one.
+    if (train::IsGuardFailure(summary.status())) return kExitGuardExhausted;
     if (world.comm) world.comm->Abort(std::string(summary.status().message()));
     return kExitFailure;
   }

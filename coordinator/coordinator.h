@@ -386,6 +386,8 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the job's latest step to the store.
   void PersistStep(JobRuntime& job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A divergence-guard point of a metric report (MetricSample::guard_event): event and metrics.
+  void OnGuardEvent(JobRuntime& job, const MetricSample& point) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   JobStore* const store_;

@@ -77,6 +77,9 @@ struct CoordinatorMetrics::Impl {
     Gauge* memory_bytes = nullptr;
     // deepnet_job_gpu_memory_bytes{kind=allocated|reserved|peak}; null while none reported.
     std::array<Gauge*, 3> gpu_memory = {nullptr, nullptr, nullptr};
+    // The divergence guard's; null until the job's first guard or plateau event.
+    Counter* guard_rollbacks = nullptr;
+    Gauge* plateau = nullptr;
     std::list<std::string>::iterator lru;  // Position in `recent`.
   };
 
@@ -168,6 +171,17 @@ struct CoordinatorMetrics::Impl {
                              "tensors (kind=allocated), by the caching allocator "
                              "(kind=reserved), most held by tensors so far (kind=peak).")
                        .Register(*registry)),
+        guard_rollbacks(prometheus::BuildCounter()
+                            .Name("deepnet_job_guard_rollbacks_total")
+                            .Help("Rollbacks of a job to an earlier checkpoint by the divergence "
+                                  "guard (a non-finite loss, a loss spike or a too large update).")
+                            .Register(*registry)),
+        plateau(prometheus::BuildGauge()
+                    .Name("deepnet_job_plateau")
+                    .Help("1 once the divergence guard flagged a plateau of a job's validation "
+                          "loss (no improvement by guard.plateau_min_delta in "
+                          "guard.plateau_window validations).")
+                    .Register(*registry)),
         probe_gauges(*registry) {
     for (JobState state : AllJobStates()) {
       jobs_by_state[state] = &jobs.Add({{"state", Lower(ToString(state))}});
@@ -194,6 +208,39 @@ struct CoordinatorMetrics::Impl {
     for (Gauge* gauge : series.gpu_memory) {
       if (gauge != nullptr) gpu_memory.Remove(gauge);
     }
+    if (series.guard_rollbacks != nullptr) guard_rollbacks.Remove(series.guard_rollbacks);
+    if (series.plateau != nullptr) plateau.Remove(series.plateau);
+  }
+
+  // The job's series, created (evicting the least recently reported job's when at the bound)
+  // and moved to the front of `recent`.
+  JobSeries& Series(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = job_series.find(job_id);
+    if (it != job_series.end()) {
+      recent.splice(recent.begin(), recent, it->second.lru);
+      return it->second;
+    }
+    if (job_series.size() >= max_job_series) {
+      // Evict the job that reported least recently (finished jobs are normally removed by
+      // RemoveJob; this bounds the series when they are not).
+      const std::string oldest = recent.back();
+      recent.pop_back();
+      auto victim = job_series.find(oldest);
+      RemoveSeries(victim->second);
+      probe_gauges.Remove(oldest);
+      job_series.erase(victim);
+    }
+    const prometheus::Labels labels = {{"job", job_id}};
+    JobSeries series;
+    series.step = &step.Add(labels);
+    series.loss = &loss.Add(labels);
+    series.tokens_per_s = &tokens_per_s.Add(labels);
+    series.lr = &lr.Add(labels);
+    series.grad_norm = &grad_norm.Add(labels);
+    series.memory_bytes = &memory_bytes.Add(labels);
+    recent.push_front(job_id);
+    series.lru = recent.begin();
+    return job_series.emplace(job_id, series).first->second;
   }
 
   const size_t max_job_series;
@@ -217,6 +264,8 @@ struct CoordinatorMetrics::Impl {
   Family<Gauge>& update_norm;
   Family<Gauge>& memory_bytes;
   Family<Gauge>& gpu_memory;
+  Family<Counter>& guard_rollbacks;
+  Family<Gauge>& plateau;
   ProbeGauges probe_gauges;  // Probe and per-layer diagnostics; used under `mu`.
   // Filled in the constructor, read-only afterwards.
   std::map<JobState, Gauge*> jobs_by_state;
@@ -316,33 +365,7 @@ void CoordinatorMetrics::IncAuditWriteFailures() { impl_->audit_write_failures.I
 void CoordinatorMetrics::SetJobTraining(const std::string& job_id, const TrainingSample& sample) {
   Impl& m = *impl_;
   absl::MutexLock lock(&m.mu);
-  auto it = m.job_series.find(job_id);
-  if (it == m.job_series.end()) {
-    if (m.job_series.size() >= m.max_job_series) {
-      // Evict the job that reported least recently (finished jobs are normally removed by
-      // RemoveJob; this bounds the series when they are not).
-      const std::string oldest = m.recent.back();
-      m.recent.pop_back();
-      auto victim = m.job_series.find(oldest);
-      m.RemoveSeries(victim->second);
-      m.probe_gauges.Remove(oldest);
-      m.job_series.erase(victim);
-    }
-    const prometheus::Labels labels = {{"job", job_id}};
-    Impl::JobSeries series;
-    series.step = &m.step.Add(labels);
-    series.loss = &m.loss.Add(labels);
-    series.tokens_per_s = &m.tokens_per_s.Add(labels);
-    series.lr = &m.lr.Add(labels);
-    series.grad_norm = &m.grad_norm.Add(labels);
-    series.memory_bytes = &m.memory_bytes.Add(labels);
-    m.recent.push_front(job_id);
-    series.lru = m.recent.begin();
-    it = m.job_series.emplace(job_id, series).first;
-  } else {
-    m.recent.splice(m.recent.begin(), m.recent, it->second.lru);
-  }
-  Impl::JobSeries& series = it->second;
+  Impl::JobSeries& series = m.Series(job_id);
   series.step->Set(static_cast<double>(sample.step));
   series.loss->Set(sample.loss);
   series.tokens_per_s->Set(sample.tokens_per_s);
@@ -373,6 +396,24 @@ void CoordinatorMetrics::SetJobTraining(const std::string& job_id, const Trainin
       gauge = nullptr;
     }
   }
+}
+
+void CoordinatorMetrics::OnJobGuardRollback(const std::string& job_id) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  Impl::JobSeries& series = m.Series(job_id);
+  if (series.guard_rollbacks == nullptr) {
+    series.guard_rollbacks = &m.guard_rollbacks.Add({{"job", job_id}});
+  }
+  series.guard_rollbacks->Increment();
+}
+
+void CoordinatorMetrics::OnJobPlateau(const std::string& job_id) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  Impl::JobSeries& series = m.Series(job_id);
+  if (series.plateau == nullptr) series.plateau = &m.plateau.Add({{"job", job_id}});
+  series.plateau->Set(1.0);
 }
 
 void CoordinatorMetrics::RemoveJob(const std::string& job_id) {

@@ -107,6 +107,10 @@ class CoordinatorMetrics {
   void IncAuditWriteFailures();
   // Sets the job's gauges (creating its series; may drop the least recently reported job's).
   void SetJobTraining(const std::string& job_id, const TrainingSample& sample);
+  // The divergence guard: deepnet_job_guard_rollbacks_total{job} counts rollbacks;
+  // deepnet_job_plateau{job} is 1 once a plateau of the validation loss was flagged (0 before).
+  void OnJobGuardRollback(const std::string& job_id);
+  void OnJobPlateau(const std::string& job_id);
   // Drops the job's per-job series; no-op for an unknown job.
   void RemoveJob(const std::string& job_id);
   // Jobs that currently have per-job series.

@@ -123,6 +123,13 @@ struct MetricSample {
   int64_t diagnostics_step = 0;
   LayerSummaryValues ln_input_norm;
   LayerSummaryValues layer_grad_norm;
+  // A divergence-guard event instead of a step's values (MetricPoint.guard_*): "rollback",
+  // "fail" or "plateau"; empty for a normal point.
+  std::string guard_event;
+  std::string guard_trigger;
+  int64_t guard_to_step = 0;
+  int guard_retries = 0;
+  std::string guard_message;
 };
 
 struct MetricReportData {
@@ -208,7 +215,10 @@ enum class EventType {
   kCheckpointSaved,
   kHangDetected,
   kCancelRequested,
-  kOther,  // an event kind this version does not know (shown with its raw text)
+  kGuardRollback,  // the divergence guard rolled back (guard_* fields)
+  kGuardFailed,    // the divergence guard gave up
+  kPlateau,        // the validation loss stopped improving
+  kOther,          // an event kind this version does not know (shown with its raw text)
 };
 
 // A job event as the API shows it, decoded from the store's (kind, message) events.
@@ -227,6 +237,10 @@ struct JobEventView {
   std::string worker_id;
   int64_t checkpoint_step = 0;
   std::string message;
+  // GUARD_ROLLBACK, GUARD_FAILED.
+  std::string guard_trigger;
+  int64_t guard_to_step = 0;
+  int guard_retries = 0;
   // PLACED: the worker of every rank of the attempt, by rank (what GetJobLogs asks); empty in
   // events stored before it was recorded.
   std::vector<std::string> rank_workers;

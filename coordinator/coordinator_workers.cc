@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/probe_metrics.h"
+#include "job/job_config.h"
 #include "storage/checkpoint_fence.h"
 #include "storage/storage_policy.h"
 
@@ -246,6 +247,12 @@ absl::Status Coordinator::OnTrainerExit(const std::string& worker_id, int64_t ep
                              "its own folder; not restarted)"));
       return absl::OkStatus();
     }
+    // The divergence guard ran out of retries (job::GuardConfig): a restart from the same
+    // checkpoints would replay the divergence, so scheduling.max_restarts does not apply.
+    if (exit.exit_code == job::kGuardExhaustedExitCode && exit.signal == 0) {
+      BeginStop(*job, AfterStop::kFail, absl::StrCat(why, " (divergence guard: not restarted)"));
+      return absl::OkStatus();
+    }
     if (const std::optional<std::string> gone = UnreachableWorkerOf(*job, worker_id)) {
       FailRanks(*job, RecoveryCause::kWorkerLost,
                 absl::StrCat("worker ", *gone, " holding ranks of the job is unreachable (its ",
@@ -275,8 +282,18 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
   (*worker)->last_heard = Clock::now();
   JobRuntime* job = FindJob(report.job_id);
   if (job == nullptr || report.attempt != job->record.attempt) return absl::OkStatus();
+  // Divergence-guard events ride in the metric stream (MetricPoint.guard_*): they become job
+  // events and metrics, not points of the series.
+  std::vector<MetricSample> steps;
+  for (const MetricSample& point : report.points) {
+    if (point.guard_event.empty()) {
+      steps.push_back(point);
+    } else {
+      OnGuardEvent(*job, point);
+    }
+  }
   int64_t max_step = job->record.last_step;
-  for (MetricSample point : report.points) {
+  for (MetricSample point : steps) {
     point.attempt = report.attempt;
     if (point.time_ms == 0) point.time_ms = SystemNowMs();
     job->points.push_back(point);
@@ -290,16 +307,15 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
     }
     max_step = point.step;
   }
-  if (!report.points.empty()) NotifyFeed(job->record.id);
-  if (!report.points.empty() && job->record.state == JobState::kStarting && !job->stopping) {
+  if (!steps.empty()) NotifyFeed(job->record.id);
+  if (!steps.empty() && job->record.state == JobState::kStarting && !job->stopping) {
     // A step needs every stage and replica: the gang met and trains.
-    (void)Move(
-        *job, JobState::kRunning,
-        absl::StrCat("training: step ", report.points.back().step, " reported", ResumeNote(*job)));
+    (void)Move(*job, JobState::kRunning,
+               absl::StrCat("training: step ", steps.back().step, " reported", ResumeNote(*job)));
   }
-  if (!report.points.empty()) {
+  if (!steps.empty()) {
     if (metrics_ != nullptr) {
-      const MetricSample& last = report.points.back();
+      const MetricSample& last = steps.back();
       TrainingSample sample;
       sample.step = last.step;
       sample.loss = last.loss;
@@ -338,6 +354,25 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
     AddEvent(*job, saved);
   }
   return absl::OkStatus();
+}
+
+void Coordinator::OnGuardEvent(JobRuntime& job, const MetricSample& point) {
+  JobEventView event;
+  event.message = point.guard_message;
+  if (point.guard_event == "plateau") {
+    event.type = EventType::kPlateau;
+    if (metrics_ != nullptr) metrics_->OnJobPlateau(job.record.id);
+  } else {
+    event.type =
+        point.guard_event == "rollback" ? EventType::kGuardRollback : EventType::kGuardFailed;
+    event.guard_trigger = point.guard_trigger;
+    event.guard_to_step = point.guard_to_step;
+    event.guard_retries = point.guard_retries;
+    if (metrics_ != nullptr && event.type == EventType::kGuardRollback) {
+      metrics_->OnJobGuardRollback(job.record.id);
+    }
+  }
+  AddEvent(job, event);
 }
 
 void Coordinator::PersistStep(JobRuntime& job, int64_t step) {

@@ -20,6 +20,9 @@ constexpr struct {
     {EventType::kCheckpointSaved, "checkpoint_saved"},
     {EventType::kHangDetected, "hang_detected"},
     {EventType::kCancelRequested, "cancel_requested"},
+    {EventType::kGuardRollback, "guard_rollback"},
+    {EventType::kGuardFailed, "guard_failed"},
+    {EventType::kPlateau, "plateau"},
 };
 
 }  // namespace
@@ -46,6 +49,12 @@ EncodedEvent EncodeJobEvent(const JobEventView& event) {
       break;
     case EventType::kCheckpointSaved:
       j["checkpoint_step"] = event.checkpoint_step;
+      break;
+    case EventType::kGuardRollback:
+    case EventType::kGuardFailed:
+      j["guard_trigger"] = event.guard_trigger;
+      j["guard_to_step"] = event.guard_to_step;
+      j["guard_retries"] = event.guard_retries;
       break;
     default:
       break;
@@ -102,6 +111,9 @@ std::vector<JobEventView> DecodeJobEvents(const std::vector<JobEvent>& events, i
     view.signal = j.value("signal", 0);
     view.worker_id = j.value("worker_id", std::string());
     view.checkpoint_step = j.value("checkpoint_step", int64_t{0});
+    view.guard_trigger = j.value("guard_trigger", std::string());
+    view.guard_to_step = j.value("guard_to_step", int64_t{0});
+    view.guard_retries = j.value("guard_retries", 0);
     const auto rank_workers = j.find("rank_workers");
     if (rank_workers != j.end() && rank_workers->is_array()) {
       for (const nlohmann::json& w : *rank_workers) {

@@ -43,6 +43,9 @@ v1::JobEventType ToProto(EventType type) {
     case EventType::kCheckpointSaved: return v1::JOB_EVENT_TYPE_CHECKPOINT_SAVED;
     case EventType::kHangDetected: return v1::JOB_EVENT_TYPE_HANG_DETECTED;
     case EventType::kCancelRequested: return v1::JOB_EVENT_TYPE_CANCEL_REQUESTED;
+    case EventType::kGuardRollback: return v1::JOB_EVENT_TYPE_GUARD_ROLLBACK;
+    case EventType::kGuardFailed: return v1::JOB_EVENT_TYPE_GUARD_FAILED;
+    case EventType::kPlateau: return v1::JOB_EVENT_TYPE_PLATEAU;
     case EventType::kOther: break;
   }
   return v1::JOB_EVENT_TYPE_UNSPECIFIED;
@@ -213,6 +216,9 @@ v1::JobEvent ToProto(const JobEventView& e) {
   out.set_worker_id(e.worker_id);
   out.set_checkpoint_step(e.checkpoint_step);
   out.set_message(e.message);
+  out.set_guard_trigger(e.guard_trigger);
+  out.set_guard_to_step(e.guard_to_step);
+  out.set_guard_retries(e.guard_retries);
   return out;
 }
 
@@ -257,6 +263,11 @@ v1::MetricPoint ToProto(const MetricSample& p) {
     *out.mutable_ln_input_norm() = ToProto(p.ln_input_norm);
     *out.mutable_layer_grad_norm() = ToProto(p.layer_grad_norm);
   }
+  out.set_guard_event(p.guard_event);
+  out.set_guard_trigger(p.guard_trigger);
+  out.set_guard_to_step(p.guard_to_step);
+  out.set_guard_retries(p.guard_retries);
+  out.set_guard_message(p.guard_message);
   return out;
 }
 
@@ -296,6 +307,12 @@ MetricSample FromProto(const v1::MetricPoint& p) {
   out.diagnostics_step = p.diagnostics_step();
   out.ln_input_norm = FromProto(p.ln_input_norm());
   out.layer_grad_norm = FromProto(p.layer_grad_norm());
+  // Bounded like a trainer's exit message: the worker is trusted, but stores are not unbounded.
+  out.guard_event = p.guard_event().substr(0, 16);
+  out.guard_trigger = p.guard_trigger().substr(0, 64);
+  out.guard_to_step = p.guard_to_step();
+  out.guard_retries = p.guard_retries();
+  out.guard_message = p.guard_message().substr(0, 4096);
   return out;
 }
 

@@ -145,6 +145,16 @@ std::string DescribeEvent(const v1::JobEvent& event) {
     case v1::JOB_EVENT_TYPE_CANCEL_REQUESTED:
       text = "cancellation requested";
       break;
+    case v1::JOB_EVENT_TYPE_GUARD_ROLLBACK:
+      text = absl::StrCat("guard rolled back to step ", event.guard_to_step(), " (",
+                          event.guard_trigger(), ", retry ", event.guard_retries(), ")");
+      break;
+    case v1::JOB_EVENT_TYPE_GUARD_FAILED:
+      text = "guard gave up";
+      break;
+    case v1::JOB_EVENT_TYPE_PLATEAU:
+      text = "validation loss plateau";
+      break;
     default:
       text = absl::StrCat("event ", v1::JobEventType_Name(event.type()));
       break;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "job/yaml_limits.h"
+#include "job/guard_config.h"
 #include "job/yaml_reader.h"
 
 namespace deepnet::job {
@@ -155,6 +156,7 @@ void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
   scheduling.StringMap("labels", &c->scheduling.labels);
   scheduling.String("team", &c->scheduling.team);
   scheduling.Finish();
+  ReadGuard(top.Section("guard"), &c->guard);
   top.Finish();
 }
 
@@ -433,6 +435,8 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
                                par.rendezvous, "')"));
   }
 
+  ValidateGuard(c.guard, problems);
+
   const SchedulingConfig& sched = c.scheduling;
   check.AtLeast("scheduling.priority", sched.priority, std::numeric_limits<int32_t>::min());
   check.AtMost("scheduling.priority", sched.priority, std::numeric_limits<int32_t>::max());
@@ -540,10 +544,11 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
     YAML::Node root(YAML::NodeType::Map);
     if (!documents.empty() && !documents[0].IsNull()) root.reset(documents[0]);
     if (!root.IsMap()) {
-      problems.Add("", absl::StrCat("expected a map of sections (name, model, data, optim, "
-                                    "train, checkpoint, runtime, parallel, scheduling) at the "
-                                    "top level (got ",
-                                    DescribeYaml(root), ")"));
+      problems.Add("",
+                   absl::StrCat("expected a map of sections (name, model, data, optim, "
+                                "train, checkpoint, runtime, parallel, scheduling, guard) at the "
+                                "top level (got ",
+                                DescribeYaml(root), ")"));
       return problems.ToStatus(source_name);
     }
     for (const std::string& override_text : overrides) {

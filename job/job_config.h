@@ -229,7 +229,8 @@ struct SpecCaps {
   static constexpr int64_t kKeepLast = 1000000;           // checkpoint.keep_last
   static constexpr int64_t kThreads = 1024;               // runtime.*_threads
   static constexpr int64_t kRanks = 65536;                // pipeline_stages x data_parallel
-  static constexpr int64_t kRestarts = 1000;              // scheduling.max_restarts
+  static constexpr int64_t kRestarts = 1000;              // max_restarts, guard.max_retries
+  static constexpr int64_t kGuardWindow = 100000;         // guard.loss/plateau_window
   static constexpr int64_t kLabels = 64;                  // scheduling.labels entries
   static constexpr size_t kStringBytes = 4096;            // any string value (paths: PATH_MAX)
   static constexpr size_t kNameBytes = 256;               // name
@@ -259,6 +260,47 @@ struct SchedulingConfig {
   std::string team;
 };
 
+/// The divergence and plateau guard (train/training_guard.h, docs/CONFIG.md "guard"). A trigger
+/// (a non-finite loss, a loss above loss_spike_factor x the median of the last loss_window steps,
+/// or a relative update norm above update_bound) rolls the run back to its last good checkpoint,
+/// optionally skipping the batches since then and lowering the learning rate; after max_retries
+/// rollbacks the next trigger fails the job. A plateau of the validation loss is flagged.
+struct GuardConfig {
+  // "auto" (on when model.norm is deepnorm), "true" or "false". Off: a non-finite loss fails
+  // the run at once, as before the guard existed.
+  std::string enabled = "auto";
+  // "rollback" (restore the last good checkpoint and continue) or "fail" (stop with the reason).
+  std::string action = "rollback";
+  // Rollbacks allowed per job (kept in checkpoints); the trigger after the last one fails the
+  // job. In [0, SpecCaps::kRestarts].
+  int64_t max_retries = 3;
+  // After a rollback, do not train again on the batches between the restored checkpoint and the
+  // offending step (inclusive): the data stream continues where the offending step left it.
+  bool skip_batches = true;
+  // Factor applied to the learning rate at each rollback (cumulative), in (0, 1].
+  double lr_factor = 0.5;
+  // A step's loss above this many times the running median of the last loss_window steps is a
+  // spike; 0 disables. 0 or > 1, at most SpecCaps::kRealMax.
+  double loss_spike_factor = 10.0;
+  // Steps in the running median; spikes are checked once it is full (the guard keeps twice as
+  // many, so a rollback leaves it full). In [1, SpecCaps::kGuardWindow].
+  int64_t loss_window = 50;
+  // A relative update norm ||dF|| / ||F0|| (measured on probe steps) above this bound is a
+  // trigger; 0 disables. In [0, SpecCaps::kRealMax].
+  double update_bound = 0.0;
+  // Validations without an improvement of the best validation loss by more than
+  // plateau_min_delta that flag a plateau; 0 disables. In [0, SpecCaps::kGuardWindow].
+  int64_t plateau_window = 5;
+  double plateau_min_delta = 0.01;
+  // On a plateau: "none" (event and metric only) or "rewarm" (restart the learning-rate
+  // warm-up, optim.warmup_steps long, from the current step).
+  std::string plateau_action = "none";
+};
+
+/// The exit code of a `deepnet train` whose guard ran out of retries: restarting the job from
+/// its checkpoints would replay the same divergence, so the coordinator fails it at once.
+inline constexpr int kGuardExhaustedExitCode = 78;
+
 /// A training job: one YAML schema shared by `deepnet train --config` and the coordinator's job
 /// spec (coordinator/job_spec.h). Every field has a default; see docs/CONFIG.md.
 struct JobConfig {
@@ -272,7 +314,11 @@ struct JobConfig {
   RuntimeConfig runtime;
   ParallelConfig parallel;
   SchedulingConfig scheduling;
+  GuardConfig guard;
 };
+
+/// Whether the guard runs for `config` (guard.enabled, "auto" resolved by model.norm).
+bool GuardEnabled(const JobConfig& config);
 
 class ConfigProblems;  // job/yaml_reader.h
 

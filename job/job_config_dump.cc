@@ -4,6 +4,7 @@
 #include <string>
 #include <type_traits>
 
+#include "job/guard_config.h"
 #include "job/job_config.h"
 #include "job/yaml_reader.h"
 
@@ -151,6 +152,7 @@ std::string DumpJobConfig(const JobConfig& c) {
   out << YAML::EndMap;
   if (!sched.team.empty()) Emit(out, "team", sched.team);
   out << YAML::EndMap;
+  EmitGuard(out, c.guard);
 
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -172,6 +172,10 @@ class PipelineEngine {
 
   // True on every rank when `flag` is true on any rank (free with one rank).
   absl::StatusOr<bool> AnyRank(bool flag);
+  // Collective: true on every rank when `ok` is true on every rank.
+  absl::StatusOr<bool> AllOk(bool ok);
+  // Collective: rank 0's string on every rank.
+  absl::StatusOr<std::string> BroadcastString(const std::string& text);
 
   // Writes this rank's shards and commits the checkpoint (world rank 0 writes `metadata` and
   // `rank0_tensors`). Returns the committed folder on every rank.
@@ -227,10 +231,6 @@ class PipelineEngine {
   // True when gradients reduced over `comm` must go through host memory (CUDA tensors on a
   // backend that moves CPU tensors only: Gloo, MPI).
   bool StagesReductions(const comm::Communicator& comm) const;
-  // Collective: true on every rank when `ok` is true on every rank.
-  absl::StatusOr<bool> AllOk(bool ok);
-  // Collective: rank 0's string on every rank.
-  absl::StatusOr<std::string> BroadcastString(const std::string& text);
 
   EngineOptions options_;
   comm::Communicator* world_;

@@ -44,6 +44,8 @@ METRICS=(
   deepnet_job_update_norm               # gauge {job}
   deepnet_job_memory_bytes              # gauge {job}
   deepnet_job_gpu_memory_bytes          # gauge {job,kind}
+  deepnet_job_guard_rollbacks_total     # counter {job}
+  deepnet_job_plateau                   # gauge {job}
 )
 HISTOGRAMS=(deepnet_job_queue_wait_seconds deepnet_job_time_to_running_seconds
             deepnet_scheduler_decision_seconds)

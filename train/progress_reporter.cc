@@ -204,6 +204,19 @@ void ProgressReporter::Checkpoint(int64_t step, const std::string& path) {
   *out_ << j.dump() << "\n" << std::flush;
 }
 
+void ProgressReporter::Record(const std::string& kind, const nlohmann::json& fields,
+                              const std::string& text) {
+  if (format_ == LogFormat::kJson) {
+    nlohmann::json j = {{"event", kind}};
+    j.update(fields);
+    j["event"] = kind;
+    j["message"] = text;
+    *out_ << j.dump() << "\n" << std::flush;
+    return;
+  }
+  Event(kind, text);
+}
+
 void ProgressReporter::Event(const std::string& kind, const std::string& message) {
   if (format_ == LogFormat::kJson) {
     *out_ << nlohmann::json({{"event", kind}, {"message", message}}).dump() << "\n" << std::flush;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace deepnet::train {
 
 enum class LogFormat { kText, kJson };
@@ -93,6 +95,9 @@ class ProgressReporter {
   void Checkpoint(int64_t step, const std::string& path);
   // Free-form event ("checkpoint", "resume", "start", "stop") with a message.
   void Event(const std::string& kind, const std::string& message);
+  // An event with fields of its own: `fields` (with "event" = kind) as one JSON line, or
+  // "[kind] text" in text format.
+  void Record(const std::string& kind, const nlohmann::json& fields, const std::string& text);
 
  private:
   void ClearLive();

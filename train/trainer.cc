@@ -193,6 +193,7 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
 
   if (auto status = SetUpProbe(); !status.ok()) return status;
 
+  if (job::GuardEnabled(config_)) guard_ = std::make_unique<TrainingGuard>(config_.guard);
   const auto& ckpt = config_.checkpoint;
   if (!ckpt.dir.empty()) {
     checkpoint::CheckpointStoreOptions options;
@@ -212,22 +213,20 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Resume() {
+absl::Status Trainer::CheckResumable(const nlohmann::json& meta) const {
   const nlohmann::json expected = ModelShape(config_.model);
-  auto check = [&](const nlohmann::json& meta) -> absl::Status {
-    if (meta.contains("model") && WithShapeDefaults(meta["model"]) == expected) {
-      return absl::OkStatus();
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint step ", meta.value("step", int64_t{-1}), " in ", config_.checkpoint.dir,
-        " was trained with model ", meta.value("model", nlohmann::json()).dump(),
-        " but the config has ", expected.dump(),
-        "; use another checkpoint.dir or set checkpoint.resume: false"));
-  };
-  auto point = engine_->Resume(*store_, check, &rejected_);
-  for (const auto& r : rejected_) reporter_->Event("checkpoint", "rejected: " + r);
-  if (!point.ok()) return absl::IsNotFound(point.status()) ? absl::OkStatus() : point.status();
-  const auto& meta = point->metadata;
+  if (meta.contains("model") && WithShapeDefaults(meta["model"]) == expected) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint step ", meta.value("step", int64_t{-1}), " in ", config_.checkpoint.dir,
+      " was trained with model ", meta.value("model", nlohmann::json()).dump(),
+      " but the config has ", expected.dump(),
+      "; use another checkpoint.dir or set checkpoint.resume: false"));
+}
+
+absl::Status Trainer::RestoreStream(const pipeline::ResumePoint& point) {
+  const auto& meta = point.metadata;
   data::StreamState stream_state;
   try {
     stream_state.position = meta.at("data_stream").at("position").get<int64_t>();
@@ -235,12 +234,24 @@ absl::Status Trainer::Resume() {
       stream_state.pair_cursors.push_back({c.at(0).get<int64_t>(), c.at(1).get<int64_t>()});
     }
   } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(absl::StrCat(point->path, ": bad data_stream metadata: ", e.what()));
+    return absl::DataLossError(absl::StrCat(point.path, ": bad data_stream metadata: ", e.what()));
   }
   if (auto s = stream_->Restore(stream_state); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoint step ", point->step, ": ", s.message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint step ", point.step, ": ", s.message()));
   }
   consumed_state_ = stream_state;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Resume() {
+  auto check = [this](const nlohmann::json& meta) { return CheckResumable(meta); };
+  auto point = engine_->Resume(*store_, check, &rejected_);
+  for (const auto& r : rejected_) reporter_->Event("checkpoint", "rejected: " + r);
+  if (!point.ok()) return absl::IsNotFound(point.status()) ? absl::OkStatus() : point.status();
+  if (auto s = RestoreStream(*point); !s.ok()) return s;
+  // The guard's retries and learning-rate scale survive a restart.
+  if (guard_ && point->metadata.contains("guard")) guard_->RestoreState(point->metadata["guard"]);
   step_ = point->step;
   reporter_->Event("resume", absl::StrCat("resumed from step ", step_, " (", point->path,
                                           point->same_layout ? ")" : ", resharded to this layout)"));
@@ -285,8 +296,12 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep() {
   }
   StepMetrics m;
   m.step = step_ + 1;
-  m.lr = pipeline::InverseSqrtLearningRate(m.step, config_.optim.lr, config_.optim.warmup_steps,
-                                           config_.optim.warmup_init_lr);
+  // The guard may have restarted the warm-up (a plateau) and scaled the rate (rollbacks).
+  const int64_t warmup_from = guard_ ? guard_->warmup_from() : 0;
+  m.lr =
+      pipeline::InverseSqrtLearningRate(m.step - warmup_from, config_.optim.lr,
+                                        config_.optim.warmup_steps, config_.optim.warmup_init_lr) *
+      (guard_ ? guard_->lr_scale() : 1.0);
   auto totals = engine_->TrainStep(micro, m.step, m.lr);
   if (!totals.ok()) return totals.status();
   step_ = m.step;
@@ -346,16 +361,26 @@ absl::StatusOr<ValidMetrics> Trainer::Validate() {
 absl::StatusOr<std::string> Trainer::SaveCheckpoint() {
   nlohmann::json cursors = nlohmann::json::array();
   for (const auto& c : consumed_state_.pair_cursors) cursors.push_back({c.epoch, c.batch});
-  const nlohmann::json metadata = {
+  nlohmann::json metadata = {
       {"data_stream", {{"position", consumed_state_.position}, {"pair_cursors", cursors}}},
       {"model", ModelShape(config_.model)},
       {"tokenizer", data_.tokenizer_kind},
       {"languages", data_.languages},
       {"job_config", job::DumpJobConfig(config_)}};
+  if (guard_) metadata["guard"] = guard_->State();
   std::vector<std::pair<std::string, torch::Tensor>> extra;
   // The tokenizer travels with the weights: translate/eval need nothing but the checkpoint.
   if (tokenizer_model_.defined()) extra.emplace_back("tokenizer.model", tokenizer_model_);
   return engine_->SaveCheckpoint(*store_, step_, metadata, extra);
+}
+
+void Trainer::StartPrefetcher() {
+  std::vector<const std::vector<data::TokenizedExample>*> train_sets;
+  for (const auto& pair : data_.pairs) train_sets.push_back(&pair.train);
+  prefetcher_ = std::make_unique<BatchPrefetcher>(
+      stream_.get(), train_sets, SpecialIds{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()},
+      static_cast<size_t>(config_.data.prefetch));
+  prefetcher_->Start();
 }
 
 absl::StatusOr<TrainSummary> Trainer::Run() {
@@ -372,12 +397,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
                                          data_.valid_examples(), " valid pairs in ",
                                          data_.pairs.size(), " directions, from step ", step_,
                                          " to ", tc.max_steps));
-  std::vector<const std::vector<data::TokenizedExample>*> train_sets;
-  for (const auto& pair : data_.pairs) train_sets.push_back(&pair.train);
-  prefetcher_ = std::make_unique<BatchPrefetcher>(
-      stream_.get(), train_sets, SpecialIds{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()},
-      static_cast<size_t>(config_.data.prefetch));
-  prefetcher_->Start();
+  StartPrefetcher();
   const auto start = Clock::now();
   // A baseline before the first update, so even a short run shows the validation loss move.
   if (step_ == 0 && tc.valid_every > 0 && data_.valid_examples() > 0) {
@@ -405,7 +425,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       auto stepped = TrainStep();
       if (!stepped.ok()) return stepped.status();
       StepMetrics m = *stepped;
-      if (!std::isfinite(m.loss)) {
+      if (io_.step_fault) io_.step_fault(&m);
+      if (!guard_ && !std::isfinite(m.loss)) {
         return absl::InternalError(absl::StrCat("step ", m.step, ": loss is ", m.loss,
                                                 " (diverged); last checkpoint: ", summary.last_checkpoint));
       }
@@ -425,6 +446,15 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       m.eta_s = secs / recent.size() * static_cast<double>(tc.max_steps - step_);
       if (tc.max_minutes > 0.0) m.eta_s = std::min(m.eta_s, tc.max_minutes * 60.0 - m.elapsed_s);
       if (auto probed = ProbeAndDiagnose(&m); !probed.ok()) return probed;
+      if (guard_) {  // Every rank, every step: the decision is collective.
+        auto rolled_back = GuardStep(m, &summary);
+        if (!rolled_back.ok()) return rolled_back.status();
+        if (*rolled_back) {
+          recent.clear();
+          last_saved = step_;  // The restored checkpoint.
+          continue;
+        }
+      }
       summary.losses.push_back(m.loss);
       reporter_->Live(m);
       if (step_ % tc.log_every == 0 || step_ == tc.max_steps) reporter_->Step(m);
@@ -433,6 +463,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
         if (!v.ok()) return v.status();
         summary.last_valid = *v;
         reporter_->Valid(*summary.last_valid);
+        GuardValidation(*v, &summary);
       }
       if (store_ && config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0) {
         auto saved = SaveCheckpoint();
@@ -440,6 +471,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
         summary.last_checkpoint = *saved;
         last_saved = step_;
         reporter_->Checkpoint(step_, *saved);
+        if (guard_) guard_->CheckpointSaved(step_);
       }
     }
     if (summary.stop_reason.empty()) summary.stop_reason = "max_steps";

@@ -22,6 +22,7 @@
 #include "train/memory_check.h"
 #include "train/progress_reporter.h"
 #include "train/training_data.h"
+#include "train/training_guard.h"
 
 namespace deepnet::train {
 
@@ -38,6 +39,9 @@ struct TrainerIo {
   // Which job attempt writes checkpoints (storage/checkpoint_fence.h): deepnet-worker's
   // DEEPNET_JOB_ID and DEEPNET_ATTEMPT; attempt 0 (a standalone run) is not fenced.
   storage::FenceToken checkpoint_fence;
+  // Test facility (train/training_guard.h, DEEPNET_GUARD_FAULT): alters each step's metrics
+  // before the divergence guard looks at them, e.g. to force a NaN loss at a chosen step.
+  StepFault step_fault;
 };
 
 /// What a Run() did.
@@ -52,6 +56,9 @@ struct TrainSummary {
   // Steps of this run that had to wait more than 1 ms for a batch, and the total wait.
   int64_t steps_waited_for_data = 0;
   double data_wait_s = 0.0;
+  // The divergence guard's rollbacks and plateaus flagged in this run (train/training_guard.h).
+  int64_t guard_rollbacks = 0;
+  int64_t plateaus = 0;
 };
 
 /// DeepNet training of one rank: AdamW with inverse-sqrt warm-up schedule, gradient clipping
@@ -82,6 +89,15 @@ class Trainer {
   Trainer(const job::JobConfig& config, const TrainerIo& io);
   absl::Status Setup(comm::Communicator* world);
   absl::Status Resume();
+  // Vets a checkpoint's metadata against this model (Resume's `check`).
+  absl::Status CheckResumable(const nlohmann::json& metadata) const;
+  // Sets the data stream to the position a checkpoint's metadata records.
+  absl::Status RestoreStream(const pipeline::ResumePoint& point);
+  void StartPrefetcher();
+  // The guard's hooks (train/trainer_guard.cc). GuardStep: true when it rolled back.
+  absl::StatusOr<bool> GuardStep(const StepMetrics& m, TrainSummary* summary);
+  absl::Status RollBack(int64_t target, const GuardTrigger& trigger, TrainSummary* summary);
+  void GuardValidation(const ValidMetrics& v, TrainSummary* summary);
   absl::StatusOr<StepMetrics> TrainStep();
   absl::StatusOr<ValidMetrics> Validate();
   absl::StatusOr<pipeline::ProbeNorms> ProbeNorm();
@@ -116,6 +132,7 @@ class Trainer {
   int64_t step_ = 0;
   std::vector<std::string> rejected_;
   std::vector<double> stage_compute_;  // [stage] forward+backward seconds of this run.
+  std::unique_ptr<TrainingGuard> guard_;  // Null when guard.enabled resolves to false.
 };
 
 }  // namespace deepnet::train

@@ -130,6 +130,21 @@ std::optional<int64_t> ParseStart(const Json& j) {
   return step;
 }
 
+std::optional<TrainerGuardEvent> ParseGuard(const Json& j, bool plateau) {
+  std::optional<int64_t> step = Integer(j, "step");
+  if (!step || *step < 0) return std::nullopt;
+  TrainerGuardEvent out;
+  out.step = *step;
+  out.kind = plateau ? "plateau" : String(j, "action");
+  if (out.kind != "rollback" && out.kind != "fail" && out.kind != "plateau") return std::nullopt;
+  if (!plateau) out.trigger = String(j, "trigger");
+  out.to_step = std::max<int64_t>(0, Integer(j, "to_step").value_or(0));
+  out.retries =
+      static_cast<int32_t>(std::clamp<int64_t>(Integer(j, "retries").value_or(0), 0, 1 << 30));
+  out.message = String(j, "message");
+  return out;
+}
+
 }  // namespace
 
 TrainerLine ParseTrainerLine(std::string_view text) {
@@ -153,6 +168,8 @@ TrainerLine ParseTrainerLine(std::string_view text) {
     out.probe = ParseProbe(j);
   } else if (event == "diagnostics") {
     out.diagnostics = ParseDiagnostics(j);
+  } else if (event == "guard" || event == "plateau") {
+    out.guard = ParseGuard(j, event == "plateau");
   }
   return out;
 }

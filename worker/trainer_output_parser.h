@@ -72,6 +72,23 @@ struct TrainerCheckpoint {
   std::string path;
 };
 
+// One {"event":"guard",...} or {"event":"plateau",...} line of the divergence guard
+// (train/trainer_guard.cc).
+struct TrainerGuardEvent {
+  int64_t step = 0;
+  // "rollback", "fail" (the guard's "action") or "plateau".
+  std::string kind;
+  // What tripped it: "nonfinite_loss", "loss_spike", "update_norm", "other_rank"; empty for a
+  // plateau.
+  std::string trigger;
+  // rollback: the checkpoint step restored.
+  int64_t to_step = 0;
+  // Rollbacks used so far.
+  int32_t retries = 0;
+  // The trainer's text (the failure reason for "fail").
+  std::string message;
+};
+
 // What one output line said; at most one member is set (none for other events, text lines
 // and malformed JSON).
 struct TrainerLine {
@@ -84,6 +101,7 @@ struct TrainerLine {
   std::optional<int64_t> start_step;
   std::optional<TrainerProbe> probe;
   std::optional<TrainerDiagnostics> diagnostics;
+  std::optional<TrainerGuardEvent> guard;
 };
 
 // Probe and diagnostics lines come on their own steps (often not log steps); this keeps the

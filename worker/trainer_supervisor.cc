@@ -35,7 +35,7 @@ struct TaskOutput {
   void OnLine(const std::string& line) {
     TrainerLine parsed = ParseTrainerLine(line);
     if (!parsed.step && !parsed.checkpoint && !parsed.resumed_step && !parsed.start_step &&
-        !parsed.probe && !parsed.diagnostics) {
+        !parsed.probe && !parsed.diagnostics && !parsed.guard) {
       return;
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -45,6 +45,11 @@ struct TaskOutput {
       step = std::max(step, parsed.step->step);
     }
     if (parsed.checkpoint) checkpoints.push_back(parsed.checkpoint->step);
+    if (parsed.guard) {
+      TrainerStep at;
+      at.step = parsed.guard->step;
+      points.push_back({at, std::chrono::system_clock::now(), 0, parsed.guard});
+    }
     if (parsed.resumed_step) step = std::max(step, *parsed.resumed_step);
     if (parsed.start_step && !start_step) start_step = parsed.start_step;
   }

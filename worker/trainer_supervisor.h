@@ -115,6 +115,8 @@ struct ReportedStep {
   std::chrono::system_clock::time_point time;
   // Peak resident memory of the trainer when the point was collected; 0 when unknown.
   int64_t memory_bytes = 0;
+  // Set for a guard or plateau event instead of a step (values.step is the event's step).
+  std::optional<TrainerGuardEvent> guard;
 };
 
 // Progress of one rank since the previous Poll().

@@ -116,6 +116,13 @@ v1::WorkerMessage ToProto(const MetricBatch& batch) {
     point->set_gpu_reserved_bytes(p.values.gpu_reserved_bytes);
     point->set_gpu_peak_allocated_bytes(p.values.gpu_peak_allocated_bytes);
     SetProbeAndDiagnostics(p.values, point);
+    if (p.guard) {
+      point->set_guard_event(p.guard->kind);
+      point->set_guard_trigger(p.guard->trigger);
+      point->set_guard_to_step(p.guard->to_step);
+      point->set_guard_retries(p.guard->retries);
+      point->set_guard_message(p.guard->message);
+    }
   }
   for (int64_t step : batch.checkpoint_steps) report->add_checkpoint_steps(step);
   return message;

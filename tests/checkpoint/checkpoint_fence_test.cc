@@ -270,5 +270,38 @@ TEST(CheckpointResumeOrder, StartsAtTheCheckpointLatestNamesThenOlderOnes) {
   EXPECT_EQ(steps(), (std::vector<int64_t>{30, 20, 10}));
 }
 
+// The divergence guard's rollback (train/training_guard.h): `latest` goes back, the newer
+// checkpoints leave the folder (and keep_last's count), and a stale attempt changes nothing.
+TEST(CheckpointFence, RollBackToMovesLatestAndDropsNewerCheckpointsUnderTheFence) {
+  deepnet::testing::TempDir tmp;
+  const std::string dir = tmp.path();
+  std::unique_ptr<CheckpointStore> old_attempt = OpenStore(dir, Token("j", 1), /*keep_last=*/3);
+  for (int64_t step : {3, 6, 9}) ASSERT_TRUE(old_attempt->Save(Tiny(step)).ok());
+  std::unique_ptr<CheckpointStore> store = OpenStore(dir, Token("j", 2), /*keep_last=*/3);
+  // The stale attempt is refused and leaves the folder as it was.
+  const auto before = Snapshot(dir);
+  absl::StatusOr<std::string> stale = old_attempt->RollBackTo(3);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_TRUE(storage::IsFencedOut(stale.status())) << stale.status();
+  EXPECT_EQ(Snapshot(dir), before);
+  // The current one rolls back to 6: step 9 is gone, `latest` names 6.
+  absl::StatusOr<std::string> rolled = store->RollBackTo(6);
+  ASSERT_TRUE(rolled.ok()) << rolled.status();
+  EXPECT_EQ(*rolled, dir + "/step_000000006");
+  EXPECT_EQ(testing::ReadText(dir + "/latest"), "step_000000006\n");
+  std::vector<int64_t> steps;
+  for (const CheckpointInfo& info : store->List()) steps.push_back(info.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{3, 6}));
+  // Two newer saves: keep_last 3 counts 3, 6 and the new ones only.
+  ASSERT_TRUE(store->Save(Tiny(7)).ok());
+  ASSERT_TRUE(store->Save(Tiny(8)).ok());
+  steps.clear();
+  for (const CheckpointInfo& info : store->List()) steps.push_back(info.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{6, 7, 8}));
+  // Not a completed checkpoint: NotFound, nothing changed.
+  EXPECT_TRUE(absl::IsNotFound(store->RollBackTo(5).status()));
+  EXPECT_EQ(testing::ReadText(dir + "/latest"), "step_000000008\n");
+}
+
 }  // namespace
 }  // namespace deepnet::checkpoint

@@ -259,7 +259,9 @@ class ServiceCluster {
     coordinator_.reset();
   }
 
-  void StartWorker(const std::string& name, int slots, const std::vector<std::string>& extra = {}) {
+  // `env`: "NAME=value" entries added to the daemon's environment (its trainers inherit them).
+  void StartWorker(const std::string& name, int slots, const std::vector<std::string>& extra = {},
+                   const std::vector<std::string>& env = {}) {
     std::vector<std::string> args = {DEEPNET_WORKER_BINARY,
                                      "--coordinator",
                                      address(),
@@ -284,8 +286,10 @@ class ServiceCluster {
                                std::to_string(account->second)});
     }
     args.insert(args.end(), extra.begin(), extra.end());
-    workers_[name] = std::make_unique<Child>(args, dir_ + "/worker-" + name + ".log",
-                                             std::vector<std::string>{"OPENBLAS_NUM_THREADS=1"});
+    std::vector<std::string> variables = {"OPENBLAS_NUM_THREADS=1"};
+    variables.insert(variables.end(), env.begin(), env.end());
+    workers_[name] =
+        std::make_unique<Child>(args, dir_ + "/worker-" + name + ".log", std::move(variables));
   }
 
   // SIGKILLs one worker daemon (its trainers are in their own process groups and live on).

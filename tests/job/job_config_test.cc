@@ -276,7 +276,7 @@ TEST(JobConfigTest, UnknownKeyIsNamedWithFullPathAndAllowedKeys) {
               HasSubstr("job.yaml: data.synthetic.langs: unknown key (allowed: languages, "));
   EXPECT_THAT(ParseError("optimizer:\n  lr: 1\n"),
               HasSubstr("job.yaml: optimizer: unknown key (allowed: name, model, data, optim, "
-                        "train, checkpoint, runtime, parallel, scheduling)"));
+                        "train, checkpoint, runtime, parallel, scheduling, guard)"));
 }
 
 TEST(JobConfigTest, PadIdIsNotUserSettable) {
@@ -437,7 +437,7 @@ TEST(JobConfigTest, NumbersAcceptYamlSpellings) {
 TEST(JobConfigTest, TopLevelMustBeAMap) {
   EXPECT_THAT(ParseError("- model\n- data\n"),
               HasSubstr("job.yaml: expected a map of sections (name, model, data, optim, train, "
-                        "checkpoint, runtime, parallel, scheduling) at the top level (got a "
+                        "checkpoint, runtime, parallel, scheduling, guard) at the top level (got a "
                         "list)"));
   EXPECT_THAT(ParseError("just text\n"), HasSubstr("at the top level (got 'just text')"));
   EXPECT_THAT(ParseError("name: a\n---\nname: b\n"),

@@ -166,3 +166,38 @@ TEST(TrainerOutputParserTest, ProbeAndDiagnosticsTravelWithTheNextStepLine) {
 
 }  // namespace
 }  // namespace deepnet::worker
+
+namespace deepnet::worker {
+namespace {
+
+TEST(TrainerOutputParserTest, GuardAndPlateauEvents) {
+  TrainerLine line = ParseTrainerLine(
+      R"({"event":"guard","step":8,"action":"rollback","trigger":"nonfinite_loss","value":null,)"
+      R"("threshold":null,"to_step":6,"retries":1,"max_retries":3,"lr_scale":0.5,)"
+      R"("message":"step 8: loss is nan; rolled back to step 6"})");
+  ASSERT_TRUE(line.guard.has_value());
+  EXPECT_FALSE(line.step.has_value());
+  EXPECT_EQ(line.guard->step, 8);
+  EXPECT_EQ(line.guard->kind, "rollback");
+  EXPECT_EQ(line.guard->trigger, "nonfinite_loss");
+  EXPECT_EQ(line.guard->to_step, 6);
+  EXPECT_EQ(line.guard->retries, 1);
+  EXPECT_EQ(line.guard->message, "step 8: loss is nan; rolled back to step 6");
+  line = ParseTrainerLine(
+      R"({"event":"guard","step":9,"action":"fail","trigger":"loss_spike","retries":3,"message":"guard: x"})");
+  ASSERT_TRUE(line.guard.has_value());
+  EXPECT_EQ(line.guard->kind, "fail");
+  EXPECT_EQ(line.guard->message, "guard: x");
+  line = ParseTrainerLine(
+      R"({"event":"plateau","step":30,"valid_loss":3.5,"action":"none","message":"flat"})");
+  ASSERT_TRUE(line.guard.has_value());
+  EXPECT_EQ(line.guard->kind, "plateau");
+  EXPECT_EQ(line.guard->trigger, "");
+  EXPECT_EQ(line.guard->step, 30);
+  // Malformed: no step, or an unknown action.
+  EXPECT_FALSE(ParseTrainerLine(R"({"event":"guard","action":"rollback"})").guard);
+  EXPECT_FALSE(ParseTrainerLine(R"({"event":"guard","step":3,"action":"panic"})").guard);
+}
+
+}  // namespace
+}  // namespace deepnet::worker
