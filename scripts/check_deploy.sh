@@ -46,6 +46,14 @@ METRICS=(
   deepnet_job_gpu_memory_bytes          # gauge {job,kind}
   deepnet_job_guard_rollbacks_total     # counter {job}
   deepnet_job_plateau                   # gauge {job}
+  deepnet_job_probe_step                # gauge {job}
+  deepnet_job_f0_norm                   # gauge {job}
+  deepnet_job_update_norm_relative      # gauge {job}
+  deepnet_job_logits_update_norm        # gauge {job}
+  deepnet_job_logits_update_norm_relative  # gauge {job}
+  deepnet_job_diagnostics_step          # gauge {job}
+  deepnet_job_layer_ln_input_norm       # gauge {job,stat}
+  deepnet_job_layer_grad_norm           # gauge {job,stat}
 )
 HISTOGRAMS=(deepnet_job_queue_wait_seconds deepnet_job_time_to_running_seconds
             deepnet_scheduler_decision_seconds)
