@@ -33,7 +33,7 @@ EngineOptions Options(model::NormVariant norm = model::NormVariant::kDeepNorm) {
 }
 
 // Tokens in [3, 30) with padding at the end of some rows.
-MicroBatch Batch(int64_t seed) {
+MicroBatch PaddedBatch(int64_t seed) {
   torch::manual_seed(seed);
   MicroBatch b;
   b.src = torch::randint(3, 30, {3, 7}, torch::kLong);
@@ -70,7 +70,7 @@ TEST(PipelineDiagnosticsTest, ProbeScalingTheOutputByThreeGivesRelativeUpdateTwo
   auto engine = PipelineEngine::Create(Options(), &world);
   ASSERT_TRUE(engine.ok()) << engine.status();
   PipelineEngine& e = **engine;
-  const MicroBatch probe = Batch(1);
+  const MicroBatch probe = PaddedBatch(1);
   auto first = e.Probe(probe);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->update_norm, 0.0);
@@ -106,7 +106,7 @@ TEST(PipelineDiagnosticsTest, ProbeScalingTheOutputByThreeGivesRelativeUpdateTwo
   EXPECT_NEAR(third->logits_update_norm, 0.0, 1e-5 * first->logits_f0_norm);
 
   // Another probe shape than the reference's is an error, not a crash.
-  MicroBatch other = Batch(2);
+  MicroBatch other = PaddedBatch(2);
   other.tgt_in = other.tgt_in.narrow(1, 0, 4);
   other.tgt_out = other.tgt_out.narrow(1, 0, 4);
   auto mismatch = e.Probe(other);
@@ -121,9 +121,10 @@ void CheckLayerStatistics(model::NormVariant norm) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   PipelineEngine& e = **engine;
   e.MeasureLayerGradients();
-  auto totals = e.TrainStep({Batch(3), Batch(4)}, 1, 1e-3);  // No clipping: grads stay raw.
+  auto totals =
+      e.TrainStep({PaddedBatch(3), PaddedBatch(4)}, 1, 1e-3);  // No clipping: grads stay raw.
   ASSERT_TRUE(totals.ok()) << totals.status();
-  const MicroBatch probe = Batch(5);
+  const MicroBatch probe = PaddedBatch(5);
   auto d = e.Diagnose(probe);
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_EQ(d->ln_input_norm.size(), 5u);
@@ -231,8 +232,8 @@ TEST(PipelineDiagnosticsTest, StepsWithoutMeasureLeaveNoGradientNormsAndNoRecord
   auto engine = PipelineEngine::Create(Options(), &world);
   ASSERT_TRUE(engine.ok());
   PipelineEngine& e = **engine;
-  ASSERT_TRUE(e.TrainStep({Batch(3)}, 1, 1e-3).ok());
-  auto d = e.Diagnose(Batch(5));
+  ASSERT_TRUE(e.TrainStep({PaddedBatch(3)}, 1, 1e-3).ok());
+  auto d = e.Diagnose(PaddedBatch(5));
   ASSERT_TRUE(d.ok());
   for (double g : d->grad_norm) EXPECT_EQ(g, 0.0);
   for (double n : d->ln_input_norm) EXPECT_GT(n, 0.0);
@@ -240,9 +241,9 @@ TEST(PipelineDiagnosticsTest, StepsWithoutMeasureLeaveNoGradientNormsAndNoRecord
   comm::LoopbackCommunicator world2;
   auto plain = PipelineEngine::Create(Options(), &world2);
   ASSERT_TRUE(plain.ok());
-  ASSERT_TRUE((*plain)->TrainStep({Batch(3)}, 1, 1e-3).ok());
-  auto a = e.TrainStep({Batch(6)}, 2, 1e-3);
-  auto b = (*plain)->TrainStep({Batch(6)}, 2, 1e-3);
+  ASSERT_TRUE((*plain)->TrainStep({PaddedBatch(3)}, 1, 1e-3).ok());
+  auto a = e.TrainStep({PaddedBatch(6)}, 2, 1e-3);
+  auto b = (*plain)->TrainStep({PaddedBatch(6)}, 2, 1e-3);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->loss_sum, b->loss_sum);
   EXPECT_EQ(a->grad_norm, b->grad_norm);

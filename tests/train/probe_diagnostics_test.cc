@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "job/job_config.h"
+#include "tests/json_log_events.h"
 #include "tests/temp_dir.h"
 #include "train/layer_summary.h"
 #include "train/trainer.h"
@@ -65,15 +66,7 @@ std::string TrainLog(const job::JobConfig& config, LogFormat format = LogFormat:
   return out.str();
 }
 
-std::vector<nlohmann::json> Events(const std::string& log, const std::string& event) {
-  std::vector<nlohmann::json> out;
-  std::istringstream lines(log);
-  for (std::string line; std::getline(lines, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == event) out.push_back(j);
-  }
-  return out;
-}
+using deepnet::testing::JsonLogEvents;
 
 TEST(ProbeDiagnosticsTest, EveryScheduledStepIsProbedEvenOffTheLogSteps) {
   torch::set_num_threads(1);
@@ -82,7 +75,7 @@ TEST(ProbeDiagnosticsTest, EveryScheduledStepIsProbedEvenOffTheLogSteps) {
   const std::string log = TrainLog(c);
   std::vector<int64_t> steps;
   std::map<int64_t, nlohmann::json> probes;
-  for (const auto& p : Events(log, "probe")) {
+  for (const auto& p : JsonLogEvents(log, "probe")) {
     const int64_t step = p.at("step").get<int64_t>();
     steps.push_back(step);
     probes[step] = p;
@@ -99,7 +92,7 @@ TEST(ProbeDiagnosticsTest, EveryScheduledStepIsProbedEvenOffTheLogSteps) {
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 8}));
   // Log steps 5 and 8: step 8 carries its probe, step 5 none.
   std::map<int64_t, nlohmann::json> step_lines;
-  for (const auto& s : Events(log, "step")) step_lines[s.at("step").get<int64_t>()] = s;
+  for (const auto& s : JsonLogEvents(log, "step")) step_lines[s.at("step").get<int64_t>()] = s;
   ASSERT_EQ(step_lines.size(), 2u);
   EXPECT_TRUE(step_lines.at(5).at("update_norm").is_null());
   EXPECT_EQ(step_lines.at(8).at("update_norm").get<double>(),
@@ -116,7 +109,8 @@ TEST(ProbeDiagnosticsTest, ProbeEveryStillWorksWithoutASchedule) {
   job::JobConfig c = TinyJob();
   c.train.probe_every = 3;
   std::vector<int64_t> steps;
-  for (const auto& p : Events(TrainLog(c), "probe")) steps.push_back(p.at("step").get<int64_t>());
+  for (const auto& p : JsonLogEvents(TrainLog(c), "probe"))
+    steps.push_back(p.at("step").get<int64_t>());
   EXPECT_EQ(steps, (std::vector<int64_t>{3, 6}));
 }
 
@@ -128,10 +122,10 @@ TEST(ProbeDiagnosticsTest, LayerGradientNormsAddUpToTheStepsGradientNorm) {
   c.train.diagnostics_every = 2;
   const std::string log = TrainLog(c);
   std::map<int64_t, double> grad_norm;
-  for (const auto& s : Events(log, "step")) {
+  for (const auto& s : JsonLogEvents(log, "step")) {
     grad_norm[s.at("step").get<int64_t>()] = s.at("grad_norm").get<double>();
   }
-  const auto diagnostics = Events(log, "diagnostics");
+  const auto diagnostics = JsonLogEvents(log, "diagnostics");
   ASSERT_EQ(diagnostics.size(), 2u);
   for (const auto& d : diagnostics) {
     const int64_t step = d.at("step").get<int64_t>();
@@ -170,10 +164,12 @@ TEST(ProbeDiagnosticsTest, DiagnosticsDoNotChangeTraining) {
   job::JobConfig c = TinyJob();
   c.train.log_every = 1;
   std::vector<double> plain, diagnosed;
-  for (const auto& s : Events(TrainLog(c), "step")) plain.push_back(s.at("loss").get<double>());
+  for (const auto& s : JsonLogEvents(TrainLog(c), "step"))
+    plain.push_back(s.at("loss").get<double>());
   c.train.diagnostics_every = 1;
   c.train.probe_schedule = "1::1";
-  for (const auto& s : Events(TrainLog(c), "step")) diagnosed.push_back(s.at("loss").get<double>());
+  for (const auto& s : JsonLogEvents(TrainLog(c), "step"))
+    diagnosed.push_back(s.at("loss").get<double>());
   EXPECT_EQ(plain, diagnosed);  // Exact: the diagnostic forward draws no random numbers.
 }
 
@@ -197,9 +193,9 @@ TEST(ProbeDiagnosticsTest, ProbeFileMakesTheProbeBatch) {
   job::JobConfig c = TinyJob();
   c.train.max_steps = 2;
   c.train.probe_every = 1;
-  const auto with_default = Events(TrainLog(c), "probe");
+  const auto with_default = JsonLogEvents(TrainLog(c), "probe");
   c.train.probe_file = path;
-  const auto with_file = Events(TrainLog(c), "probe");
+  const auto with_file = JsonLogEvents(TrainLog(c), "probe");
   ASSERT_EQ(with_file.size(), 2u);
   ASSERT_EQ(with_default.size(), 2u);
   // Another batch: another ||F0|| (2 pairs of the file against 8 validation pairs).
@@ -238,13 +234,13 @@ TEST(ProbeDiagnosticsTest, ProbeAndItsLogitsContinueAcrossAResume) {
   c.checkpoint.every_steps = 4;
   c.checkpoint.keep_last = 0;
   c.checkpoint.dir = a.path();
-  const auto full = Events(TrainLog(c), "probe");
+  const auto full = JsonLogEvents(TrainLog(c), "probe");
   ASSERT_EQ(full.size(), 8u);
   c.checkpoint.dir = b.path();
   c.train.max_steps = 4;
   TrainLog(c);
   c.train.max_steps = 8;
-  const auto resumed = Events(TrainLog(c), "probe");
+  const auto resumed = JsonLogEvents(TrainLog(c), "probe");
   ASSERT_EQ(resumed.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     const auto& want = full[4 + i];

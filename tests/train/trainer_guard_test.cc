@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "tests/json_log_events.h"
 #include "tests/temp_dir.h"
 #include "train/trainer.h"
 
@@ -70,15 +71,7 @@ std::string Latest(const std::string& dir) {
   return name;
 }
 
-std::vector<nlohmann::json> Events(const std::string& text, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("event", "") == kind) out.push_back(j);
-  }
-  return out;
-}
+using deepnet::testing::JsonLogEvents;
 
 nlohmann::json Metadata(const std::string& folder) {
   std::ifstream in(folder + "/metadata.json");
@@ -118,7 +111,7 @@ TEST(TrainerGuardTest, ForcedNanAndSpikeRollBackToTheRightCheckpointAndTrainOn) 
   EXPECT_EQ(summary->guard_rollbacks, 2);
   EXPECT_EQ(summary->losses.size(), 12u);
 
-  const auto guard = Events(out.str(), "guard");
+  const auto guard = JsonLogEvents(out.str(), "guard");
   ASSERT_EQ(guard.size(), 2u) << out.str();
   EXPECT_EQ(guard[0]["action"], "rollback");
   EXPECT_EQ(guard[0]["step"], 8);
@@ -150,7 +143,7 @@ TEST(TrainerGuardTest, ForcedNanAndSpikeRollBackToTheRightCheckpointAndTrainOn) 
   // Batches skipped: steps 7-8 of the first try and 4-7 of the second were not trained again.
   EXPECT_EQ(meta["data_stream"]["position"].get<int64_t>(), clean_position + 2 + 4);
   // The learning rate of the steps after the rollbacks is scaled.
-  const auto steps = Events(out.str(), "step");
+  const auto steps = JsonLogEvents(out.str(), "step");
   ASSERT_FALSE(steps.empty());
   const double last_lr = steps.back()["lr"].get<double>();
   const double expected = 1e-3 * std::sqrt(4.0 / 12.0) * 0.25;
@@ -173,7 +166,7 @@ TEST(TrainerGuardTest, RetriesRunOutAndTheRunFailsWithTheReason) {
   EXPECT_TRUE(IsGuardFailure(summary.status()));
   EXPECT_THAT(std::string(summary.status().message()),
               HasSubstr("guard: step 8: loss is nan; retries exhausted (1 of 1 rollbacks used)"));
-  const auto guard = Events(out.str(), "guard");
+  const auto guard = JsonLogEvents(out.str(), "guard");
   ASSERT_EQ(guard.size(), 2u) << out.str();
   EXPECT_EQ(guard[0]["action"], "rollback");
   EXPECT_EQ(guard[1]["action"], "fail");
@@ -213,7 +206,7 @@ TEST(TrainerGuardTest, UpdateNormOverTheBoundRollsBackWithoutSkippingBatches) {
   auto summary = Trainer::Create(job, io).value()->Run();
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->guard_rollbacks, 1);
-  const auto guard = Events(out.str(), "guard");
+  const auto guard = JsonLogEvents(out.str(), "guard");
   ASSERT_EQ(guard.size(), 1u) << out.str();
   EXPECT_EQ(guard[0]["trigger"], "update_norm");
   EXPECT_EQ(guard[0]["to_step"], 3);
@@ -242,13 +235,13 @@ TEST(TrainerGuardTest, PlateauIsFlaggedAndRewarmRestartsTheWarmup) {
   ASSERT_TRUE(summary.ok()) << summary.status();
   // Validations at 1..6: the best is set at 1; plateaus at 3 and 5.
   EXPECT_EQ(summary->plateaus, 2);
-  const auto plateau = Events(out.str(), "plateau");
+  const auto plateau = JsonLogEvents(out.str(), "plateau");
   ASSERT_EQ(plateau.size(), 2u) << out.str();
   EXPECT_EQ(plateau[0]["step"], 3);
   EXPECT_EQ(plateau[0]["action"], "rewarm");
   EXPECT_EQ(plateau[1]["step"], 5);
   // Step 4 is the first of the restarted warm-up (4 steps), as step 1 was.
-  const auto steps = Events(out.str(), "step");
+  const auto steps = JsonLogEvents(out.str(), "step");
   ASSERT_GE(steps.size(), 4u);
   EXPECT_DOUBLE_EQ(steps[3]["lr"].get<double>(), steps[0]["lr"].get<double>());
 }
