@@ -121,7 +121,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   }
   // Test facility: forced NaN losses or spikes for the divergence guard (docs/OPERATIONS.md).
   if (const char* fault = std::getenv("DEEPNET_GUARD_FAULT"); fault != nullptr && *fault) {
-    auto hook = train::ParseGuardFault(fault);
+    auto hook = train::ParseGuardFault(fault, launch->rank);
     if (!hook.ok()) {
       err << "deepnet train: " << hook.status().message() << "\n";
       return kExitBadInput;

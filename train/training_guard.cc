@@ -167,7 +167,7 @@ void TrainingGuard::RestoreState(const nlohmann::json& state) {
   }
 }
 
-absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec) {
+absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec, int rank) {
   struct Fault {
     std::string kind;  // nan, spike, update
     bool repeat = false;
@@ -182,10 +182,21 @@ absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec) {
     if (at == absl::string_view::npos || (kind != "nan" && kind != "spike" && kind != "update")) {
       return absl::InvalidArgumentError(
           absl::StrCat("DEEPNET_GUARD_FAULT: '", item,
-                       "' is not nan@STEP, spike@STEP, update@STEP or KIND@STEP.."));
+                       "' is not nan@STEP, spike@STEP, update@STEP or KIND@STEP.., each optionally "
+                       "followed by :rankR"));
     }
     f.kind = std::string(kind);
     absl::string_view when = item.substr(at + 1);
+    // ":rankR" limits the item to world rank R (the other ranks learn of it from the guard).
+    if (const size_t colon = when.find(":rank"); colon != absl::string_view::npos) {
+      int only = -1;
+      if (!absl::SimpleAtoi(when.substr(colon + 5), &only) || only < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("DEEPNET_GUARD_FAULT: '", item, "': the rank must be an integer >= 0"));
+      }
+      when = when.substr(0, colon);
+      if (only != rank) continue;  // Parsed and checked, but not this rank's.
+    }
     f.repeat = absl::ConsumeSuffix(&when, "..");
     int64_t step = 0;
     if (!absl::SimpleAtoi(when, &step) || step < 1) {

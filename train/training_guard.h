@@ -103,10 +103,11 @@ class TrainingGuard {
 /// A test facility: DEEPNET_GUARD_FAULT's value, e.g. "nan@7,spike@12,update@15,nan@20..":
 /// replace the loss of step 7 with NaN, multiply the loss of step 12 by 1000 and set the relative
 /// update norm of step 15 to 1e6, once each (a step run again after a rollback is left alone),
-/// and make every step from 20 on NaN ("N.." repeats). The hook alters the metrics the guard
-/// sees, not the weights. InvalidArgument naming the item.
+/// and make every step from 20 on NaN ("N.." repeats). A ":rankR" suffix ("nan@7:rank3") keeps
+/// an item to world rank R, so one rank alone sees the fault (`rank` is this process's). The hook
+/// alters the metrics the guard sees, not the weights. InvalidArgument naming the item.
 using StepFault = std::function<void(StepMetrics*)>;
-absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec);
+absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec, int rank = 0);
 
 /// The error of a run whose guard gave up (FailedPrecondition with the reason and a payload);
 /// `deepnet train` exits with job::kGuardExhaustedExitCode for it.

@@ -98,6 +98,18 @@ TEST(GuardParallelTest, AllRanksRollBackTogetherAndTrainOn) {
   EXPECT_EQ(Folders(dir / "ok-ckpt"), (std::set<std::string>{"step_000000009", "step_000000010"}));
 }
 
+TEST(GuardParallelTest, AFaultOnOneRankRollsEveryRankBack) {
+  TempDir dir;
+  // Only rank 3 (stage 1, replica 1) sees the NaN; the others learn of it through the guard.
+  const GuardRun run = RunGuarded(dir, "one", "nan@5:rank3");
+  ASSERT_EQ(run.exit_code, 0) << run.log;
+  ASSERT_EQ(run.guard.size(), 1u) << run.log;  // Rank 0 reports, for a trigger it did not see.
+  EXPECT_EQ(run.guard[0]["to_step"], 3);
+  EXPECT_EQ(run.guard[0]["trigger"], "other_rank");
+  EXPECT_NE(run.log.find("\"step\":10"), std::string::npos);
+  EXPECT_EQ(Folders(dir / "one-ckpt"), (std::set<std::string>{"step_000000009", "step_000000010"}));
+}
+
 TEST(GuardParallelTest, RetriesRunOutAndEveryRankExitsWithTheGuardCode) {
   TempDir dir;
   const GuardRun run = RunGuarded(dir, "fail", "nan@5..");

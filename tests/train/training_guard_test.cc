@@ -201,6 +201,30 @@ TEST(TrainingGuardTest, FaultSpecForcesNanAndSpikesOnceOrRepeatedly) {
               ::testing::HasSubstr("DEEPNET_GUARD_FAULT: 'boom@3'"));
 }
 
+TEST(TrainingGuardTest, FaultSpecCanKeepAnItemToOneRank) {
+  auto on_rank = [](int rank) {
+    auto fault = ParseGuardFault("nan@3:rank1,spike@4", rank);
+    EXPECT_TRUE(fault.ok()) << fault.status();
+    std::vector<double> losses;
+    for (int64_t step : {3, 4}) {
+      StepMetrics m;
+      m.step = step;
+      m.loss = 2.0;
+      (*fault)(&m);
+      losses.push_back(m.loss);
+    }
+    return losses;
+  };
+  const std::vector<double> rank0 = on_rank(0), rank1 = on_rank(1);
+  EXPECT_EQ(rank0[0], 2.0);  // Not rank 0's item.
+  EXPECT_TRUE(std::isnan(rank1[0]));
+  EXPECT_EQ(rank0[1], 2000.0);  // Items without a rank apply everywhere.
+  EXPECT_EQ(rank1[1], 2000.0);
+  for (const char* bad : {"nan@3:rank", "nan@3:rank-1", "nan@3:rankx", "nan@x:rank1"}) {
+    EXPECT_FALSE(ParseGuardFault(bad, 1).ok()) << bad;
+  }
+}
+
 TEST(TrainingGuardTest, GuardFailureIsRecognisable) {
   EXPECT_TRUE(IsGuardFailure(GuardFailure("guard: x")));
   EXPECT_FALSE(IsGuardFailure(absl::InternalError("guard: x")));
