@@ -4,6 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace deepnet::comm {
 namespace {
@@ -55,6 +57,40 @@ class EnvReader {
   const std::function<const char*(const char*)>& getenv_;
 };
 
+// Tasks srun started on this node: SLURM_STEP_TASKS_PER_NODE (else SLURM_TASKS_PER_NODE), a
+// list such as "2(x3),1" (2 tasks on each of the first 3 nodes, then 1), at index SLURM_NODEID.
+// nullopt when srun set neither; InvalidArgument naming the variable when it cannot be read.
+absl::StatusOr<std::optional<int>> SlurmTasksOnThisNode(const EnvReader& reader) {
+  const char* name = "SLURM_STEP_TASKS_PER_NODE";
+  std::optional<std::string> list = reader.Get(name);
+  if (!list) list = reader.Get(name = "SLURM_TASKS_PER_NODE");
+  if (!list) return std::optional<int>();
+  absl::StatusOr<std::optional<int>> node = reader.GetInt("SLURM_NODEID", /*positive=*/false);
+  if (!node.ok()) return node.status();
+  int index = node->value_or(0);
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat("environment variable ", name, "=\"", *list,
+                                                   "\" is not a list such as 2(x3),1"));
+  };
+  for (absl::string_view item : absl::StrSplit(*list, ',')) {
+    int tasks = 0, repeat = 1;
+    const size_t open = item.find("(x");
+    if (open != absl::string_view::npos) {
+      if (item.back() != ')' ||
+          !absl::SimpleAtoi(item.substr(open + 2, item.size() - open - 3), &repeat) || repeat < 1) {
+        return bad();
+      }
+      item = item.substr(0, open);
+    }
+    if (!absl::SimpleAtoi(item, &tasks) || tasks < 1) return bad();
+    if (index < repeat) return std::optional<int>(tasks);
+    index -= repeat;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("environment variable SLURM_NODEID=",
+                                                 node->value_or(0), " is beyond ", name, "=\"",
+                                                 *list, "\""));
+}
+
 // Fills rank/size fields from one launcher's variables; env.launcher stays "none" when its rank
 // variable is unset.
 absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, LaunchEnv& env) {
@@ -66,7 +102,10 @@ absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, Lau
   absl::StatusOr<std::optional<int>> size = reader.GetInt(vars.size, /*positive=*/true);
   if (size.ok() && !size->has_value() && std::string(vars.launcher) == "pmix") {
     // PMIx itself does not export the job size; Open MPI and some launchers add it.
-    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMIX_JOB_SIZE"}) {
+    // srun --mpi=pmix sets PMIX_RANK but no PMIx size variable; its own SLURM_NTASKS is there.
+    for (const char* name :
+         {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMIX_JOB_SIZE", "SLURM_STEP_NUM_TASKS",
+          "SLURM_NTASKS"}) {
       size = reader.GetInt(name, /*positive=*/true);
       size_name = name;
       if (!size.ok() || size->has_value()) break;
@@ -88,6 +127,13 @@ absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, Lau
 
   absl::StatusOr<std::optional<int>> local_size = reader.GetInt(vars.local_size, true);
   if (!local_size.ok()) return local_size.status();
+  const std::string launcher = vars.launcher;
+  if (!local_size->has_value() && (launcher == "slurm" || launcher == "pmix")) {
+    // srun on several nodes: without this every rank would think it has the world to itself
+    // (one node, Gloo bound to loopback).
+    local_size = SlurmTasksOnThisNode(reader);
+    if (!local_size.ok()) return local_size.status();
+  }
   env.local_size = local_size->value_or(env.world_size);
   if (env.local_size > env.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("environment variable ", vars.local_size, "=",
@@ -96,6 +142,10 @@ absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, Lau
   }
   absl::StatusOr<std::optional<int>> local_rank = reader.GetInt(vars.local_rank, false);
   if (!local_rank.ok()) return local_rank.status();
+  if (!local_rank->has_value() && launcher == "pmix") {
+    local_rank = reader.GetInt("SLURM_LOCALID", false);
+    if (!local_rank.ok()) return local_rank.status();
+  }
   // Without a local rank, assume one node when everything is local.
   env.local_rank = local_rank->value_or(env.local_size == env.world_size ? env.rank : 0);
   if (env.local_rank >= env.local_size) {

@@ -42,8 +42,9 @@ struct LaunchEnv {
 
 /// Reads the launch environment, first match wins: DEEPNET_RANK/DEEPNET_WORLD_SIZE
 /// [/DEEPNET_LOCAL_RANK/DEEPNET_LOCAL_SIZE] (our coordinator), OMPI_COMM_WORLD_RANK/SIZE/
-/// LOCAL_RANK/LOCAL_SIZE (mpirun), PMIX_RANK with the size from OMPI_COMM_WORLD_SIZE or
-/// PMIX_SIZE, SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID[/SLURM_NTASKS_PER_NODE] (srun),
+/// LOCAL_RANK/LOCAL_SIZE (mpirun), PMIX_RANK with the size from OMPI_COMM_WORLD_SIZE, PMIX_SIZE
+/// or (srun --mpi=pmix) SLURM_NTASKS, SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun; the local
+/// size of srun and PMIx ranks from SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID),
 /// RANK/WORLD_SIZE/LOCAL_RANK[/LOCAL_WORLD_SIZE] (torchrun). Without any: rank 0 of 1.
 /// InvalidArgument naming the variable for garbage, a missing size, or rank >= size. Also reads
 /// the deepnet-worker variables (see LaunchEnv::rendezvous); DEEPNET_JOB_ID names the job.

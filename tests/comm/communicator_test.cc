@@ -307,6 +307,55 @@ TEST(LaunchEnvTest, PmixTakesSizeFromOtherVariables) {
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("PMIX_RANK"));
 }
 
+TEST(LaunchEnvTest, SrunWithPmixTakesTheSizeAndLocalRankFromSlurm) {
+  // srun --mpi=pmix: PMIX_RANK and PMIX_NAMESPACE, no PMIx size; Slurm's variables beside them.
+  absl::StatusOr<LaunchEnv> env = Detect({{"PMIX_RANK", "3"},
+                                          {"PMIX_NAMESPACE", "slurm.pmix.77.0"},
+                                          {"SLURM_PROCID", "3"},
+                                          {"SLURM_NTASKS", "4"},
+                                          {"SLURM_LOCALID", "1"},
+                                          {"SLURM_NODEID", "1"},
+                                          {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->launcher, "pmix");
+  EXPECT_EQ(env->world_size, 4);
+  EXPECT_EQ(env->local_rank, 1);
+  EXPECT_EQ(env->local_size, 2);
+}
+
+TEST(LaunchEnvTest, SrunOnSeveralNodesKnowsItsLocalSize) {
+  // 5 tasks over 3 nodes, "2(x2),1": the third node runs one task.
+  absl::StatusOr<LaunchEnv> last = Detect({{"SLURM_PROCID", "4"},
+                                           {"SLURM_NTASKS", "5"},
+                                           {"SLURM_LOCALID", "0"},
+                                           {"SLURM_NODEID", "2"},
+                                           {"SLURM_STEP_TASKS_PER_NODE", "2(x2),1"}});
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->local_size, 1);
+  absl::StatusOr<LaunchEnv> first = Detect({{"SLURM_PROCID", "1"},
+                                            {"SLURM_NTASKS", "5"},
+                                            {"SLURM_LOCALID", "1"},
+                                            {"SLURM_NODEID", "0"},
+                                            {"SLURM_TASKS_PER_NODE", "2(x2),1"}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->local_size, 2);  // < world size: Gloo binds to the host's address.
+  for (const char* list : {"2(x", "x", "0", "2(x0)", "2(x2"}) {
+    absl::StatusOr<LaunchEnv> bad = Detect({{"SLURM_PROCID", "0"},
+                                            {"SLURM_NTASKS", "2"},
+                                            {"SLURM_LOCALID", "0"},
+                                            {"SLURM_STEP_TASKS_PER_NODE", list}});
+    ASSERT_FALSE(bad.ok()) << list;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("SLURM_STEP_TASKS_PER_NODE"));
+  }
+  absl::StatusOr<LaunchEnv> beyond = Detect({{"SLURM_PROCID", "0"},
+                                             {"SLURM_NTASKS", "2"},
+                                             {"SLURM_LOCALID", "0"},
+                                             {"SLURM_NODEID", "3"},
+                                             {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}});
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_THAT(std::string(beyond.status().message()), HasSubstr("SLURM_NODEID=3"));
+}
+
 TEST(LaunchEnvTest, ReadsSlurmAndTorchrunVariables) {
   absl::StatusOr<LaunchEnv> slurm = Detect({{"SLURM_PROCID", "3"},
                                             {"SLURM_NTASKS", "4"},
