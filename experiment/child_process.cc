@@ -69,8 +69,8 @@ absl::StatusOr<ChildResult> RunChild(const ChildOptions& options) {
   bool term_sent = false;
   std::optional<Clock::time_point> term_at;
   bool kill_sent = false;
-  char buf[65536];
-  for (bool open = true; open;) {
+  // SIGTERM at the deadline or when asked to stop, SIGKILL kill_grace_s later if still running.
+  const auto escalate = [&] {
     const bool deadline_hit = options.deadline_s && Since(start) >= *options.deadline_s;
     const bool stop_asked = options.stop != nullptr && options.stop->load();
     if (!term_sent && (deadline_hit || stop_asked)) {
@@ -84,6 +84,10 @@ absl::StatusOr<ChildResult> RunChild(const ChildOptions& options) {
       ::kill(pid, SIGKILL);
       kill_sent = true;
     }
+  };
+  char buf[65536];
+  for (bool open = true; open;) {
+    escalate();
     pollfd p{fds[0], POLLIN, 0};
     const int ready = ::poll(&p, 1, 200);
     if (ready < 0 && errno != EINTR) break;
@@ -109,19 +113,7 @@ absl::StatusOr<ChildResult> RunChild(const ChildOptions& options) {
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
     if (done < 0 && errno != EINTR) break;
-    const bool deadline_hit = options.deadline_s && Since(start) >= *options.deadline_s;
-    const bool stop_asked = options.stop != nullptr && options.stop->load();
-    if (!term_sent && (deadline_hit || stop_asked)) {
-      result.hit_deadline = deadline_hit && !stop_asked;
-      result.stopped = stop_asked;
-      ::kill(pid, SIGTERM);
-      term_sent = true;
-      term_at = Clock::now();
-    }
-    if (term_sent && !kill_sent && Since(*term_at) >= options.kill_grace_s) {
-      ::kill(pid, SIGKILL);
-      kill_sent = true;
-    }
+    escalate();
     ::usleep(50000);
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
