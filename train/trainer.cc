@@ -276,9 +276,13 @@ pipeline::MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& devic
 }
 }  // namespace
 
-pipeline::MicroBatch Trainer::ProbeBatch() const {
-  const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
-  return ToMicroBatch(MakeBatch(ProbeSet(), probe_indices_, ids, device_), device_);
+const pipeline::MicroBatch& Trainer::ProbeBatch() {
+  // The probe set and indices are fixed at set-up: built (and copied to the device) once.
+  if (!probe_batch_) {
+    const SpecialIds ids{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()};
+    probe_batch_ = ToMicroBatch(MakeBatch(ProbeSet(), probe_indices_, ids, device_), device_);
+  }
+  return *probe_batch_;
 }
 
 absl::StatusOr<pipeline::ProbeNorms> Trainer::ProbeNorm() { return engine_->Probe(ProbeBatch()); }

@@ -101,7 +101,7 @@ class Trainer {
   absl::StatusOr<StepMetrics> TrainStep();
   absl::StatusOr<ValidMetrics> Validate();
   absl::StatusOr<pipeline::ProbeNorms> ProbeNorm();
-  pipeline::MicroBatch ProbeBatch() const;
+  const pipeline::MicroBatch& ProbeBatch();  // Built on first use, then kept.
   const std::vector<data::TokenizedExample>& ProbeSet() const;
   // train/trainer_probe.cc: the probe schedule and batch (train.probe_file), and after each
   // step the probe and per-layer diagnostics it is due for (events, and m->update_norm*).
@@ -126,6 +126,7 @@ class Trainer {
   double last_data_wait_s_ = 0.0;     // Wait of the last step.
   std::unique_ptr<checkpoint::CheckpointStore> store_;
   std::vector<int64_t> probe_indices_;
+  std::optional<pipeline::MicroBatch> probe_batch_;  // ProbeBatch()'s, once built.
   job::ProbeSchedule probe_schedule_;
   std::vector<data::TokenizedExample> probe_file_examples_;  // train.probe_file's pairs.
   torch::Tensor tokenizer_model_;  // SentencePiece model bytes (uint8), saved in checkpoints.
