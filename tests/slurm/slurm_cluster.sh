@@ -144,6 +144,7 @@ slurm_cluster_stop() {
   done
   SLURM_CLUSTER_PIDS=()
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    [[ $pid != "$$" && $pid != "$BASHPID" ]] || continue
     cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null) || continue
     for dir in "$SLURM_CLUSTER_DIR" "$@"; do
       if [[ $cwd == "$dir" || $cwd == "$dir"/* || $cwd == "$dir (deleted)" ]]; then

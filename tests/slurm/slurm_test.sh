@@ -17,7 +17,7 @@
 # Exit 77 (ctest: skipped) when the cluster cannot be started, with the reason.
 set -uo pipefail
 
-SRC=${1:?usage: slurm_test.sh SOURCE_DIR DEEPNET DEEPNET_WORKER DEEPNET_COORDINATOR DEEPNETCTL}
+SRC=$(cd "${1:?usage: slurm_test.sh SOURCE_DIR DEEPNET DEEPNET_WORKER DEEPNET_COORDINATOR DEEPNETCTL}" && pwd)
 BINS=("${@:2}")
 ((${#BINS[@]} == 4)) || { echo "usage: slurm_test.sh SOURCE_DIR DEEPNET DEEPNET_WORKER DEEPNET_COORDINATOR DEEPNETCTL" >&2; exit 2; }
 STANDALONE=$SRC/deploy/slurm/deepnet-standalone.sbatch
@@ -33,6 +33,7 @@ id -u "$TRAINER_USER" >/dev/null 2>&1 ||
 
 T=""
 cleanup() {
+  cd /   # this script works in $T, whose remaining processes slurm_cluster_stop kills
   slurm_cluster_stop ${T:+"$T"}
   if [[ -n $T ]]; then rm -rf "$T"; fi
 }
@@ -51,6 +52,7 @@ mkdir -p "$T/bin" "$T/out" "$T/tmp" "$T/ck" "$T/svc"
 chown "$TRAINER_USER" "$T/svc"
 for b in "${BINS[@]}"; do ln -s "$(readlink -f "$b")" "$T/bin/$(basename "$b")"; done
 export DEEPNET_BIN_DIR=$T/bin TMPDIR=$T/tmp DEEPNET_TRAINER_USER=$TRAINER_USER
+cd "$T"   # sbatch's submit folder: what the scripts write beside their output stays in $T
 
 FAILURES=0
 pass() { echo "PASS $*"; }
