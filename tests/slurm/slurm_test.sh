@@ -11,9 +11,11 @@
 #   standalone: trains and checkpoints under srun --mpi=none, pmi2 and pmix; backend mpi under
 #     pmix trains, under pmi2 it is refused naming srun --mpi=pmix; scancel and the time limit
 #     each end with a checkpoint and exit 143; --requeue resumes from the checkpoint; a bad job
-#     file (exit 2) and a failing trainer get their own message;
+#     file, a checkpoint folder that cannot be made, ranks killed with SIGKILL and a stop when no
+#     checkpoint can be written each get their own message and exit status;
 #   service: a job through the coordinator to SUCCEEDED; scancel and the time limit each end with
-#     a checkpoint and exit 143; a bad job file (2) and a failing job (1) get their own message.
+#     a checkpoint and exit 143; a bad job file, a job the coordinator refuses, a job whose
+#     trainers fail and a stop when no checkpoint can be written each get their own message.
 # Exit 77 (ctest: skipped) when the cluster cannot be started, with the reason.
 set -uo pipefail
 
@@ -167,12 +169,28 @@ V_BAD=$(service sv-bad-job "$T/bad-job.yaml" --time=10)
 mkdir -p "$T/root-only"
 sed -e "s|/tmp/deepnet-slurm-tiny/checkpoints|$T/root-only/ck|" "$TINY" > "$T/fails.yaml"
 V_FAIL=$(service sv-job-fails "$T/fails.yaml" --time=10)
-echo "submitted 18 jobs in $((SECONDS - START)) s"
+# Stopped when no checkpoint can be written any more (the folder is replaced by a file while
+# training runs): the ending must say so, not "after a checkpoint".
+S_NOCK=$(standalone sa-stop-no-checkpoint --time=10 -- "${LONG[@]}")
+V_NOCK=$(service sv-stop-no-checkpoint "$(service_job sv-stop-no-checkpoint 1000000 1000000)" --time=10)
+echo "submitted 20 jobs in $((SECONDS - START)) s"
 
 # --- scancel once training runs; requeue once training runs --------------------------------------
 STEP_LINE='^\[train\] step [0-9]+/|^step [0-9]+/'
 if wait_line "$T/out/sa-scancel.out" "$STEP_LINE" 120; then scancel "$S_CANCEL"; else fail "sa-scancel: never trained"; fi
 if wait_line "$T/out/sv-scancel.out" "$STEP_LINE" 120; then scancel "$V_CANCEL"; else fail "sv-scancel: never trained"; fi
+# break_checkpoints NAME JOBID CHECKPOINT_DIR: once NAME trains, its checkpoint folder becomes a
+# file; then scancel.
+break_checkpoints() {
+  if wait_line "$T/out/$1.out" "$STEP_LINE" 120; then
+    rm -rf "$3" && touch "$3"
+    scancel "$2"
+  else
+    fail "$1: never trained"
+  fi
+}
+break_checkpoints sa-stop-no-checkpoint "$S_NOCK" "$T/ck/sa-stop-no-checkpoint"
+break_checkpoints sv-stop-no-checkpoint "$V_NOCK" "$T/svc/sv-stop-no-checkpoint"
 if wait_line "$T/out/sa-ranks-killed.out" '^\[checkpoint\] saved' 120; then
   scancel --signal=KILL "$S_KILLED.0"   # step 0 only: the batch shell reports the ending
 else
@@ -196,6 +214,8 @@ check sv-succeeded "$V_OK" 0 'job j-[0-9]+ SUCCEEDED' "$T/svc/sv-succeeded"
 check sv-bad-job "$V_BAD" 2 'bad job file .* nothing was started'
 check sv-refused "$V_REFUSED" 2 'the coordinator refused'
 check sv-job-fails "$V_FAIL" 1 'job j-[0-9]+ did not succeed'
+check sa-stop-no-checkpoint "$S_NOCK" '[0-9]+' 'stopped by SIGTERM but NO new checkpoint was written'
+check sv-stop-no-checkpoint "$V_NOCK" '[0-9]+' 'stopped by SIGTERM but NO new checkpoint was written'
 check sa-scancel "$S_CANCEL" 143 'stopped by SIGTERM after a checkpoint' "$T/ck/sa-scancel"
 check sv-scancel "$V_CANCEL" 143 'stopped by SIGTERM after a checkpoint' "$T/svc/sv-scancel"
 check sa-timelimit "$S_TIME" 143 'stopped by SIGTERM after a checkpoint' "$T/ck/sa-timelimit"
