@@ -14,7 +14,7 @@
 #     file, a checkpoint folder that cannot be made, ranks killed with SIGKILL and a stop when no
 #     checkpoint can be written each get their own message and exit status;
 #   service: a job through the coordinator to SUCCEEDED; scancel and the time limit each end with
-#     a checkpoint and exit 143; a bad job file, a job the coordinator refuses, a job whose
+#     a checkpoint and exit 143; --requeue resumes from the checkpoint; a bad job file, a job the coordinator refuses, a job whose
 #     trainers fail and a stop when no checkpoint can be written each get their own message.
 # Exit 77 (ctest: skipped) when the cluster cannot be started, with the reason.
 set -uo pipefail
@@ -57,8 +57,8 @@ export DEEPNET_BIN_DIR=$T/bin TMPDIR=$T/tmp DEEPNET_TRAINER_USER=$TRAINER_USER
 cd "$T"   # sbatch's submit folder: what the scripts write beside their output stays in $T
 
 FAILURES=0
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; FAILURES=$((FAILURES + 1)); }
+pass() { echo "PASS [+$((SECONDS - START)) s] $*"; }
+fail() { echo "FAIL [+$((SECONDS - START)) s] $*"; FAILURES=$((FAILURES + 1)); }
 
 # A job file for the service: tests/slurm/tiny-job.yaml with its own checkpoint folder and step
 # count (and checkpoints only at the end when EVERY is big).
@@ -144,6 +144,7 @@ V_TIME=$(service sv-timelimit "$(service_job sv-timelimit 1000000 1000000)" --ti
 S_CANCEL=$(standalone sa-scancel --time=10 -- "${LONG[@]}")
 V_CANCEL=$(service sv-scancel "$(service_job sv-scancel 1000000 1000000)" --time=10)
 S_REQUEUE=$(standalone sa-requeue --time=10 --requeue -- "${LONG[@]}")
+V_REQUEUE=$(service sv-requeue "$(service_job sv-requeue 1000000 1000000)" --time=10 --requeue)
 declare -A S_MPI
 for mpi in none pmi2 pmix; do
   S_MPI[$mpi]=$(DEEPNET_SRUN_MPI=$mpi standalone "sa-mpi-$mpi" --time=10 -- --set train.max_steps=20)
@@ -173,7 +174,7 @@ V_FAIL=$(service sv-job-fails "$T/fails.yaml" --time=10)
 # training runs): the ending must say so, not "after a checkpoint".
 S_NOCK=$(standalone sa-stop-no-checkpoint --time=10 -- "${LONG[@]}")
 V_NOCK=$(service sv-stop-no-checkpoint "$(service_job sv-stop-no-checkpoint 1000000 1000000)" --time=10)
-echo "submitted 20 jobs in $((SECONDS - START)) s"
+echo "submitted 21 jobs in $((SECONDS - START)) s"
 
 # --- scancel once training runs; requeue once training runs --------------------------------------
 STEP_LINE='^\[train\] step [0-9]+/|^step [0-9]+/'
@@ -196,11 +197,22 @@ if wait_line "$T/out/sa-ranks-killed.out" '^\[checkpoint\] saved' 120; then
 else
   fail "sa-ranks-killed: no checkpoint written"
 fi
-if wait_line "$T/out/sa-requeue.out" "$STEP_LINE" 120; then
-  scontrol requeue "$S_REQUEUE"
-else
-  fail "sa-requeue: never trained"
-fi
+# A requeued job waits (BeginTime, about 2 minutes) before it may start again: in the
+# background, let it start as soon as it is PENDING.
+release_when_pending() {
+  local deadline=$((SECONDS + 120))
+  until [[ $(field "$1" JobState) == PENDING ]] || ((SECONDS > deadline)); do sleep 1; done
+  scontrol update JobId="$1" StartTime=now >/dev/null 2>&1
+}
+for rq in "sa-requeue $S_REQUEUE" "sv-requeue $V_REQUEUE"; do
+  read -r name id <<<"$rq"
+  if wait_line "$T/out/$name.out" "$STEP_LINE" 120; then
+    scontrol requeue "$id"
+    release_when_pending "$id" &
+  else
+    fail "$name: never trained"
+  fi
+done
 
 check sa-mpi-none "${S_MPI[none]}" 0 'training finished' "$T/ck/sa-mpi-none"
 check sa-mpi-pmi2 "${S_MPI[pmi2]}" 0 'training finished' "$T/ck/sa-mpi-pmi2"
@@ -222,23 +234,48 @@ check sa-timelimit "$S_TIME" 143 'stopped by SIGTERM after a checkpoint' "$T/ck/
 check sv-timelimit "$V_TIME" 143 'stopped by SIGTERM after a checkpoint' "$T/svc/sv-timelimit"
 
 # --- requeue: the second run starts from the first run's checkpoint ------------------------------
-rq_out=$T/out/sa-requeue.out
-if wait_line "$rq_out" 'stopped by SIGTERM after a checkpoint' 120; then
-  first=$(grep -oE 'step_0*[0-9]+' <<<"$(grep 'stopped by SIGTERM after a checkpoint' "$rq_out")" | head -n 1 | sed 's/step_0*//')
-  # A requeued job waits (BeginTime) before it may start again; let it start now.
-  deadline=$((SECONDS + 120))
-  until [[ $(field "$S_REQUEUE" JobState) == PENDING ]] || ((SECONDS > deadline)); do sleep 1; done
-  scontrol update JobId="$S_REQUEUE" StartTime=now >/dev/null 2>&1
-  if wait_line "$rq_out" "from step ${first} to" 120; then
-    pass "sa-requeue: stopped with a checkpoint at step $first, the requeued run (restart $(field "$S_REQUEUE" Restarts)) started from step $first"
-  else
-    fail "sa-requeue: the requeued run did not start from step $first"; tail -n 20 "$rq_out"
+# The first step line of the run after "restart 1" (the service's deepnetctl watch output).
+first_step_after_restart() {
+  awk '/restart 1/ { after = 1 } after && /^step [0-9]+\// { split($2, a, "/"); print a[1]; exit }' "$1"
+}
+check_requeue() {  # NAME JOBID
+  local name=$1 id=$2 out=$T/out/$1.out first deadline resumed=""
+  if ! wait_line "$out" 'stopped by SIGTERM after a checkpoint' 120; then
+    fail "$name: no checkpoint on requeue"; tail -n 20 "$out"; return
   fi
-  scancel "$S_REQUEUE"
-  wait_end "$S_REQUEUE" 90 || true
-else
-  fail "sa-requeue: no checkpoint on requeue"; tail -n 20 "$rq_out"
-fi
+  first=$(grep 'stopped by SIGTERM after a checkpoint' "$out" | grep -oE 'step_[0-9]+' | sed -n 1p)
+  first=$((10#${first#step_}))
+  deadline=$((SECONDS + 120))
+  while ((SECONDS < deadline)); do
+    if [[ $name == sa-* ]]; then
+      # deepnet train's "[start] ... from step N to M"
+      resumed=$(grep -oE 'from step [0-9]+ to' "$out" | sed -n 2p | awk '{print $3}')
+    else
+      resumed=$(first_step_after_restart "$out")
+    fi
+    [[ -z $resumed ]] || break
+    sleep 1
+  done
+  # The service logs every 5 steps: its first line after a resume at step N is N+1..N+5.
+  local ok=0
+  if [[ -n $resumed ]]; then
+    if [[ $name == sa-* ]]; then
+      ((resumed == first)) && ok=1
+    else
+      ((resumed > first && resumed <= first + 5)) && ok=1
+    fi
+  fi
+  if ((ok)); then
+    pass "$name: stopped with a checkpoint at step $first; the requeued run (restart $(field "$id" Restarts)) went on from there (step $resumed)"
+  else
+    fail "$name: checkpoint at step $first, but the requeued run started at '${resumed:-nothing within 120 s}'"
+    tail -n 20 "$out"
+  fi
+  scancel "$id"
+  wait_end "$id" 90 || true
+}
+check_requeue sa-requeue "$S_REQUEUE"
+check_requeue sv-requeue "$V_REQUEUE"
 
 echo "$FAILURES failure(s); $((SECONDS - START)) s in all"
 ((FAILURES == 0))
