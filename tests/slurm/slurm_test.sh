@@ -2,8 +2,9 @@
 # ctest -L slurm: both deploy/slurm/*.sbatch scripts, unmodified, on a private single-node Slurm
 # (tests/slurm/slurm_cluster.sh: munged + slurmctld + slurmd under a temporary folder, ports
 # chosen at run time, removed afterwards). Only documented options and variables are given:
-# sbatch --ntasks-per-node/--cpus-per-task/--time/--signal/--requeue/-o, DEEPNET_BIN_DIR,
-# DEEPNET_SRUN_MPI, DEEPNET_TRAINER_USER (the jobs run as root here), TMPDIR.
+# sbatch --ntasks-per-node/--cpus-per-task/--time/--signal/--requeue/-o/-D, SBATCH_TIMELIMIT,
+# SBATCH_SIGNAL, DEEPNET_BIN_DIR, DEEPNET_SRUN_MPI, DEEPNET_TRAINER_USER (the jobs run as root
+# here), TMPDIR.
 #
 #   bash tests/slurm/slurm_test.sh SOURCE_DIR DEEPNET DEEPNET_WORKER DEEPNET_COORDINATOR DEEPNETCTL
 #
@@ -139,7 +140,8 @@ fi
 LONG=(--set train.max_steps=1000000 --set checkpoint.every_steps=1000000)
 # Time limit: 1 minute (Slurm's least); the signal comes 45 s before it, at slurmctld's next
 # check, so 15-45 s after the start.
-S_TIME=$(standalone sa-timelimit --time=1 --signal=B:TERM@45 -- "${LONG[@]}")
+# (The standalone one through sbatch's input variables, the service's through options.)
+S_TIME=$(SBATCH_TIMELIMIT=1 SBATCH_SIGNAL=B:TERM@45 standalone sa-timelimit -- "${LONG[@]}")
 V_TIME=$(service sv-timelimit "$(service_job sv-timelimit 1000000 1000000)" --time=1 --signal=B:TERM@45)
 S_CANCEL=$(standalone sa-scancel --time=10 -- "${LONG[@]}")
 V_CANCEL=$(service sv-scancel "$(service_job sv-scancel 1000000 1000000)" --time=10)
