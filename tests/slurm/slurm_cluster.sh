@@ -75,6 +75,10 @@ slurm_cluster_start() {
   ctld_port=$(slurm_cluster_free_port) && slurmd_port=$(slurm_cluster_free_port) ||
     { slurm_cluster_fail "no free TCP port"; return 1; }
   host=$(hostname -s)
+  # The node's name is what jobs connect to (the service's coordinator address): this host's
+  # name where it resolves, else localhost (slurmd -N; slurmctld must run under its own name).
+  local node=$host
+  getent hosts "$host" >/dev/null 2>&1 || node=localhost
   cat > "$d/slurm.conf" <<CONF
 ClusterName=deepnettest
 SlurmctldHost=$host(127.0.0.1)
@@ -107,15 +111,15 @@ KillWait=60
 # srun/sbatch of the test poll often; let finished jobs go soon.
 MinJobAge=300
 SchedulerParameters=sched_interval=2
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=1000 State=UNKNOWN
-PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=1000 State=UNKNOWN
+PartitionName=test Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
   export SLURM_CONF=$d/slurm.conf
   slurmctld -f "$SLURM_CONF" -i ||   # -i: ignore (absent) saved state
     { slurm_cluster_fail "slurmctld did not start"; return 1; }
   slurm_cluster_wait "[[ -s $d/slurmctld.pid ]]" 10 &&
     SLURM_CLUSTER_PIDS+=("$(cat "$d/slurmctld.pid")")
-  slurmd -f "$SLURM_CONF" -N "$host" ||
+  slurmd -f "$SLURM_CONF" -N "$node" ||
     { slurm_cluster_fail "slurmd did not start"; return 1; }
   slurm_cluster_wait "[[ -s $d/slurmd.pid ]]" 10 && SLURM_CLUSTER_PIDS+=("$(cat "$d/slurmd.pid")")
   slurm_cluster_wait "sinfo -h -N -o %t | grep -qx idle" 30 ||
