@@ -37,6 +37,7 @@ DEEPNET=""
 MODE=all
 NPM_DIR=""
 SCHEMAS=0
+PART=all  # --part k8s|grafana: only that half of the schema checks (the self-test's broken copies)
 NPM_SRC="$ROOT/tests/deploy/npm"
 
 # The metrics deepnet-coordinator exports. MUST match coordinator/coordinator_metrics.cc (and the
@@ -94,6 +95,7 @@ while (($#)); do
     --npm-dir) NPM_DIR=$(mkdir -p "$2" && cd "$2" && pwd); shift 2 ;;
     --npm-install) MODE="npm-install"; shift ;;
     --schemas) SCHEMAS=1; shift ;;
+    --part) PART=$2; shift 2 ;;
     --jobs-only) MODE="jobs"; shift ;;
     *) echo "check_deploy: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -250,12 +252,13 @@ check_all() {
 # expects the check whose name matches `expected` (a grep -E pattern) to fail, and where `detail`
 # is given, a message line matching it (the file, object and reason).
 expect_rejected() {
-  local what=$1 expected=$2 mutation=$3 detail=${4:-} tmp out
+  local what=$1 expected=$2 mutation=$3 detail=${4:-} tmp out part=all
+  if ((SCHEMAS)); then [[ $expected == Kubernetes* ]] && part=k8s || part=grafana; fi
   tmp=$(mktemp -d)
   cp -r "$DEPLOY" "$tmp/deploy"
   (cd "$tmp/deploy" && eval "$mutation")
   out=$(bash "${BASH_SOURCE[0]}" --deploy-dir "$tmp/deploy" ${LINT:+--lint "$LINT"} \
-        ${NPM_DIR:+--npm-dir "$NPM_DIR"} $( ((SCHEMAS)) && echo --schemas) 2>&1)
+        ${NPM_DIR:+--npm-dir "$NPM_DIR"} $( ((SCHEMAS)) && echo --schemas --part $part) 2>&1)
   if grep -qE "^FAIL: .*($expected)" <<<"$out" && { [[ -z $detail ]] || grep -qE -- "$detail" <<<"$out"; }; then
     if [[ -n $detail ]]; then
       pass "rejects $what:$(grep -m1 -E -- "$detail" <<<"$out" | sed 's/^ */ /')"
@@ -328,6 +331,13 @@ check_schemas() {
   npm_install || return
   local tmp
   tmp=$(mktemp -d)
+  [[ $PART == grafana ]] || check_k8s_schemas "$tmp"
+  [[ $PART == k8s ]] || check_grafana_schemas "$tmp"
+  rm -rf "$tmp"
+}
+
+check_k8s_schemas() {
+  local tmp=$1
   # Throw-away token files for the secretGenerator (real ones never enter git).
   cp -r "$DEPLOY/kubernetes" "$tmp/kubernetes"
   mkdir -p "$tmp/kubernetes/secrets"
@@ -348,6 +358,10 @@ check_schemas() {
   else
     echo "skip: renderer vs kubectl kustomize (no kubectl with kustomize >= 5 here)"
   fi
+}
+
+check_grafana_schemas() {
+  local tmp=$1
   local dashboards=("$DEPLOY"/grafana/dashboards/*.json)
   run_check "Grafana: ${#dashboards[@]} dashboard(s) match @grafana/schema's Dashboard type" \
     schemas grafana "$tmp/panel_queries.json" "${dashboards[@]}"
@@ -355,7 +369,6 @@ check_schemas() {
     run_check "promtool parses every dashboard panel's PromQL (check rules on the panel queries)" \
       promtool check rules "$tmp/panel_queries.json"
   fi
-  rm -rf "$tmp"
 }
 
 self_test_schemas() {
