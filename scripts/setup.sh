@@ -51,6 +51,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   echo "[setup] installing Debian's nodejs and npm"
+  $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nodejs npm
 fi
 
