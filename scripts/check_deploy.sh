@@ -306,7 +306,11 @@ npm_install() {
   [[ -n $NPM_DIR ]] || { echo "check_deploy: --npm-dir DIR is required" >&2; exit 2; }
   local tool
   for tool in node npm; do
-    command -v $tool >/dev/null || { fail "$tool not found (Node.js and npm are needed for the schema checks)"; return 1; }
+    if ! command -v $tool >/dev/null; then
+      # CTest counts exit 77 as skipped (SKIP_RETURN_CODE in tests/deploy/CMakeLists.txt).
+      echo "skip: $tool not found: the schema checks need Node.js and npm (scripts/setup.sh installs them)"
+      exit 77
+    fi
   done
   if [[ -d $NPM_DIR/node_modules ]] && cmp -s "$NPM_SRC/package-lock.json" "$NPM_DIR/package-lock.json"; then
     return 0
