@@ -22,6 +22,7 @@
 #include "coordinator/job_service_impl.h"
 #include "coordinator/rendezvous_service.h"
 #include "coordinator/sqlite_job_store.h"
+#include "coordinator/store_backup.h"
 #include "coordinator/worker_service_impl.h"
 #include "deepnet/v1/rendezvous.grpc.pb.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
@@ -37,6 +38,7 @@ struct Flags {
   std::string listen = "0.0.0.0:7070";
   std::string metrics_listen = "0.0.0.0:9464";
   std::string db = "deepnet-coordinator.db";
+  std::string backup_to;  // --backup-to: copy --db there and exit
   std::string tokens_file;
   std::string tls_cert;
   std::string tls_key;
@@ -285,6 +287,8 @@ int main(int argc, char** argv) {
       ->envname("DEEPNET_METRICS_LISTEN")->capture_default_str();
   app.add_option("--db", flags.db, "SQLite job store (created if missing)")
       ->envname("DEEPNET_DB")->capture_default_str();
+  app.add_option("--backup-to", flags.backup_to,
+                 "copy the job store (--db) to FILE and exit; safe while a coordinator runs on it");
   app.add_option("--tokens-file", flags.tokens_file,
                  "bearer tokens: 'TOKEN USER [user|admin|worker]' per line; empty: no auth")
       ->envname("DEEPNET_TOKENS_FILE");
@@ -350,6 +354,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (!flags.backup_to.empty()) {
+    absl::StatusOr<int64_t> jobs = deepnet::coordinator::BackupJobStore(flags.db, flags.backup_to);
+    if (!jobs.ok()) {
+      std::cerr << "deepnet-coordinator: --backup-to: " << jobs.status().message() << "\n";
+      return 1;
+    }
+    std::cout << "backed up " << flags.db << " to " << flags.backup_to << " (" << *jobs
+              << " jobs)\n";
+    return 0;
   }
   return deepnet::coordinator::Run(flags);
 }

@@ -8,9 +8,22 @@
 #     and the dashboards show every one of them;
 #   - every DEEPNET_* variable set in the Kubernetes manifests is one the daemons read;
 #   - `bash -n` on the Slurm scripts.
+# With --schemas (CTest deploy_schema_check, labels `deploy;npm`; needs node and npm), instead:
+#   - deploy/kubernetes is rendered (tests/deploy/npm/deploy_schemas.js: a small kustomize for the
+#     fields kustomization.yaml uses, compared with `kubectl kustomize` where one with kustomize
+#     >= 5 is installed) with throw-away token files, and every object is validated against the
+#     Kubernetes API schemas (npm kubernetes-models) and, for unknown fields, its TypeScript API
+#     types; every container has requests and limits, each worker workload one
+#     PodDisruptionBudget, every image the tag project(VERSION) in CMakeLists.txt;
+#   - the Grafana dashboards are validated against the JSON schema of @grafana/schema's Dashboard
+#     type, and every panel's PromQL (template variables substituted) by `promtool check rules`.
+#   The npm packages (pinned by tests/deploy/npm/package-lock.json) are installed with `npm ci`
+#   into --npm-dir DIR once and reused while the lock file is unchanged.
 #
 #   scripts/check_deploy.sh [--lint PATH] [--deploy-dir DIR]   all checks on deploy/ (or DIR)
 #   scripts/check_deploy.sh --lint PATH --self-test            the checks reject broken copies
+#   scripts/check_deploy.sh --npm-dir DIR --npm-install        install the npm packages only
+#   scripts/check_deploy.sh --npm-dir DIR --schemas [--self-test]   the schema checks (above)
 #   scripts/check_deploy.sh --jobs-only --deepnet PATH         deploy/jobs/*.yaml pass
 #                                                              `deepnet train --validate-config`
 # --lint is the deploy_lint tool (tests/deploy); without it python3 (json, yaml) is used.
@@ -22,6 +35,10 @@ DEPLOY="$ROOT/deploy"
 LINT=""
 DEEPNET=""
 MODE=all
+NPM_DIR=""
+SCHEMAS=0
+PART=all  # --part k8s|grafana: only that half of the schema checks (the self-test's broken copies)
+NPM_SRC="$ROOT/tests/deploy/npm"
 
 # The metrics deepnet-coordinator exports. MUST match coordinator/coordinator_metrics.cc (and the
 # list in docs/OPERATIONS.md): a name here that the coordinator does not export makes alerts and
@@ -66,7 +83,7 @@ DAEMON_ENV=(
   DEEPNET_STORAGE_ROOT                                                       # both
   DEEPNET_COORDINATOR DEEPNET_WORKER_NAME DEEPNET_SLOTS DEEPNET_WORK_DIR DEEPNET_TRAINER
   DEEPNET_TOKEN DEEPNET_TOKEN_FILE DEEPNET_CA_CERT DEEPNET_WORKER_LISTEN     # worker
-  DEEPNET_TRAINER_USER
+  DEEPNET_TRAINER_USER DEEPNET_STOP_GRACE
 )
 
 while (($#)); do
@@ -75,6 +92,10 @@ while (($#)); do
     --deepnet) DEEPNET=$2; shift 2 ;;
     --deploy-dir) DEPLOY=$(cd "$2" && pwd); shift 2 ;;
     --self-test) MODE="self-test"; shift ;;
+    --npm-dir) NPM_DIR=$(mkdir -p "$2" && cd "$2" && pwd); shift 2 ;;
+    --npm-install) MODE="npm-install"; shift ;;
+    --schemas) SCHEMAS=1; shift ;;
+    --part) PART=$2; shift 2 ;;
     --jobs-only) MODE="jobs"; shift ;;
     *) echo "check_deploy: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -227,16 +248,25 @@ check_all() {
 
 # Runs the checks on a copy of deploy/ broken by `mutation` (a shell snippet run in the copy) and
 # expects the check whose name matches `expected` (a grep -E pattern) to fail.
+# Runs the checks on a copy of deploy/ broken by `mutation` (a shell snippet run in the copy) and
+# expects the check whose name matches `expected` (a grep -E pattern) to fail, and where `detail`
+# is given, a message line matching it (the file, object and reason).
 expect_rejected() {
-  local what=$1 expected=$2 mutation=$3 tmp out
+  local what=$1 expected=$2 mutation=$3 detail=${4:-} tmp out part=all
+  if ((SCHEMAS)); then [[ $expected == Kubernetes* ]] && part=k8s || part=grafana; fi
   tmp=$(mktemp -d)
   cp -r "$DEPLOY" "$tmp/deploy"
   (cd "$tmp/deploy" && eval "$mutation")
-  out=$(bash "${BASH_SOURCE[0]}" --deploy-dir "$tmp/deploy" ${LINT:+--lint "$LINT"} 2>&1)
-  if grep -qE "^FAIL: .*($expected)" <<<"$out"; then
-    pass "rejects $what: $(grep -m1 -E "^FAIL: .*($expected)" <<<"$out")"
+  out=$(bash "${BASH_SOURCE[0]}" --deploy-dir "$tmp/deploy" ${LINT:+--lint "$LINT"} \
+        ${NPM_DIR:+--npm-dir "$NPM_DIR"} $( ((SCHEMAS)) && echo --schemas --part $part) 2>&1)
+  if grep -qE "^FAIL: .*($expected)" <<<"$out" && { [[ -z $detail ]] || grep -qE -- "$detail" <<<"$out"; }; then
+    if [[ -n $detail ]]; then
+      pass "rejects $what:$(grep -m1 -E -- "$detail" <<<"$out" | sed 's/^ */ /')"
+    else
+      pass "rejects $what: $(grep -m1 -E "^FAIL: .*($expected)" <<<"$out")"
+    fi
   else
-    fail "rejects $what (no failed check matching '$expected')"
+    fail "rejects $what (no failed check matching '$expected'${detail:+ with a line matching '$detail'})"
     printf '%s\n' "$out" | sed 's/^/      /'
   fi
   rm -rf "$tmp"
@@ -271,6 +301,120 @@ self_test() {
     "printf 'if true; then\n' >> slurm/deepnet-standalone.sbatch"
 }
 
+# `npm ci` into $NPM_DIR from the committed lock file, unless the same lock was installed before.
+npm_install() {
+  [[ -n $NPM_DIR ]] || { echo "check_deploy: --npm-dir DIR is required" >&2; exit 2; }
+  local tool
+  for tool in node npm; do
+    if ! command -v $tool >/dev/null; then
+      # CTest counts exit 77 as skipped (SKIP_RETURN_CODE in tests/deploy/CMakeLists.txt).
+      echo "skip: $tool not found: the schema checks need Node.js and npm (scripts/setup.sh installs them)"
+      exit 77
+    fi
+  done
+  if [[ -d $NPM_DIR/node_modules ]] && cmp -s "$NPM_SRC/package-lock.json" "$NPM_DIR/package-lock.json"; then
+    return 0
+  fi
+  rm -rf "$NPM_DIR/node_modules" "$NPM_DIR"/grafana-dashboard.schema.json*
+  cp "$NPM_SRC/package.json" "$NPM_SRC/package-lock.json" "$NPM_DIR"/
+  local out start=$SECONDS
+  if out=$(cd "$NPM_DIR" && npm ci --no-audit --no-fund --loglevel=error 2>&1); then
+    pass "npm ci in $NPM_DIR ($((SECONDS - start)) s)"
+  else
+    rm -f "$NPM_DIR/package-lock.json"  # retried next time
+    fail "npm ci in $NPM_DIR (packages from tests/deploy/npm/package-lock.json)"
+    printf '%s\n' "$out" | sed 's/^/      /'
+    return 1
+  fi
+}
+
+schemas() { node "$NPM_SRC/deploy_schemas.js" --modules "$NPM_DIR" "$@"; }
+
+check_schemas() {
+  echo "== schema checks on $DEPLOY"
+  npm_install || return
+  local tmp
+  tmp=$(mktemp -d)
+  [[ $PART == grafana ]] || check_k8s_schemas "$tmp"
+  [[ $PART == k8s ]] || check_grafana_schemas "$tmp"
+  rm -rf "$tmp"
+}
+
+check_k8s_schemas() {
+  local tmp=$1
+  # Throw-away token files for the secretGenerator (real ones never enter git).
+  cp -r "$DEPLOY/kubernetes" "$tmp/kubernetes"
+  mkdir -p "$tmp/kubernetes/secrets"
+  printf 'test-worker-token-0123456789 workers worker\n' > "$tmp/kubernetes/secrets/tokens"
+  printf 'test-worker-token-0123456789\n' > "$tmp/kubernetes/secrets/worker-token"
+  run_check "Kubernetes objects: API schemas, no unknown fields, requests/limits, PodDisruptionBudgets, image tags = project(VERSION)" \
+    schemas k8s "$tmp/kubernetes" "$ROOT/CMakeLists.txt"
+  local kustomize=""
+  command -v kubectl >/dev/null &&
+    kustomize=$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\([0-9][0-9.]*\).*/\1/p')
+  if [[ ${kustomize%%.*} -ge 5 ]] 2>/dev/null; then
+    if kubectl kustomize "$tmp/kubernetes" > "$tmp/kustomize.yaml" 2> "$tmp/kustomize.err"; then
+      run_check "renderer agrees with kubectl kustomize (kustomize v$kustomize)" \
+        schemas compare "$tmp/kubernetes" "$tmp/kustomize.yaml"
+    else
+      fail "kubectl kustomize deploy/kubernetes"; sed 's/^/      /' "$tmp/kustomize.err"
+    fi
+  else
+    echo "skip: renderer vs kubectl kustomize (no kubectl with kustomize >= 5 here)"
+  fi
+}
+
+check_grafana_schemas() {
+  local tmp=$1
+  local dashboards=("$DEPLOY"/grafana/dashboards/*.json)
+  run_check "Grafana: ${#dashboards[@]} dashboard(s) match @grafana/schema's Dashboard type" \
+    schemas grafana "$tmp/panel_queries.json" "${dashboards[@]}"
+  if [[ -s $tmp/panel_queries.json ]]; then
+    run_check "promtool parses every dashboard panel's PromQL (check rules on the panel queries)" \
+      promtool check rules "$tmp/panel_queries.json"
+  fi
+}
+
+self_test_schemas() {
+  npm_install || return
+  if bash "${BASH_SOURCE[0]}" --deploy-dir "$DEPLOY" --npm-dir "$NPM_DIR" --schemas >/dev/null 2>&1; then
+    pass "deploy/ passes the schema checks"
+  else
+    fail "deploy/ itself fails the schema checks"
+  fi
+  local k8s="Kubernetes objects"
+  expect_rejected "a wrong field type (replicas: \"two\")" "$k8s" \
+    "sed -i 's/^  replicas: 2$/  replicas: \"two\"/' kubernetes/worker-cpu.yaml" \
+    'worker-cpu.yaml: StatefulSet/deepnet-worker-cpu: .*replicas'
+  expect_rejected "an unknown field in a pod spec" "$k8s" \
+    "sed -i 's/^      terminationGracePeriodSeconds: 30$/&\n      terminationGracePeriod: 30/' kubernetes/coordinator.yaml" \
+    'coordinator.yaml: StatefulSet/deepnet-coordinator: .*terminationGracePeriod.* does not exist'
+  expect_rejected "a missing required field (a Service port without port)" "$k8s" \
+    "sed -i '/^      port: 9464$/d' kubernetes/coordinator.yaml" \
+    'coordinator.yaml: Service/deepnet-coordinator: .*required property port'
+  expect_rejected "a container without limits" "$k8s" \
+    "sed -i '/limits: {cpu: \"4\", memory: 4Gi}/d' kubernetes/coordinator.yaml" \
+    'coordinator.yaml: StatefulSet/deepnet-coordinator: container .coordinator. has no resources.limits.cpu'
+  expect_rejected "workers without a PodDisruptionBudget" "$k8s" \
+    "sed -i '/- disruption.yaml/d' kubernetes/kustomization.yaml" \
+    'worker-gpu.yaml: DaemonSet/deepnet-worker-gpu: 0 PodDisruptionBudget'
+  expect_rejected "an image tag that is not the project version" "$k8s" \
+    "sed -i '0,/newTag:.*/s//newTag: \"latest\"/' kubernetes/kustomization.yaml" \
+    'image .*deepnet:latest is not tagged with the project version'
+  expect_rejected "a kustomization field the renderer does not implement" "$k8s" \
+    "printf 'commonLabels:\n  team: ml\n' >> kubernetes/kustomization.yaml" \
+    "field 'commonLabels' is not implemented"
+  expect_rejected "an unknown panel field in a dashboard" "Grafana" \
+    "sed -i '0,/\"gridPos\": {/s//\"gridPosition\": {}, &/' grafana/dashboards/deepnet.json" \
+    'deepnet.json: /panels/0 .*additional properties .gridPosition'
+  expect_rejected "a wrong type in a dashboard (gridPos.h a string)" "Grafana" \
+    "sed -i '0,/\"h\": \([0-9]*\)/s//\"h\": \"\1\"/' grafana/dashboards/deepnet.json" \
+    'deepnet.json: /panels/0/gridPos/h .*must be number'
+  expect_rejected "a panel query that is not PromQL" "PromQL" \
+    "sed -i '0,/\"expr\": \"sum(/s//\"expr\": \"sum((/' grafana/dashboards/deepnet.json" \
+    'panel_2_A'
+}
+
 check_jobs() {
   [[ -x $DEEPNET ]] || { echo "check_deploy: --deepnet PATH is required with --jobs-only" >&2; exit 2; }
   local job out rc
@@ -282,10 +426,13 @@ check_jobs() {
   done
 }
 
-case $MODE in
-  all) check_all ;;
-  self-test) self_test ;;
-  jobs) check_jobs ;;
+case $MODE/$SCHEMAS in
+  all/0) check_all ;;
+  self-test/0) self_test ;;
+  all/1) check_schemas ;;
+  self-test/1) self_test_schemas ;;
+  npm-install/*) npm_install ;;
+  jobs/*) check_jobs ;;
 esac
 if ((FAILURES)); then echo "check_deploy: $FAILURES check(s) failed"; exit 1; fi
 echo "check_deploy: all checks passed"

@@ -45,6 +45,17 @@ else
   echo "[setup] all ${#PACKAGES[@]} packages present"
 fi
 
+# Node.js and npm for the deploy schema checks (ctest -L npm: kubernetes-models, @grafana/schema,
+# installed by the test itself with `npm ci` into the build tree). Only when absent: a machine
+# with another Node.js (e.g. NodeSource's, which bundles npm) keeps it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "[setup] installing Debian's nodejs and npm"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nodejs npm
+fi
+
 # OpenBLAS must be the BLAS LibTorch loads (it is the highest-priority alternative once installed).
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
 case "$blas" in
