@@ -1,5 +1,6 @@
 #include "comm/communicator_factory.h"
 
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <torch/cuda.h>
@@ -16,6 +17,7 @@
 #include "comm/launch_env.h"
 #include "comm/loopback_communicator.h"
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_launch_check.h"
 #include "rpc/rpc_util.h"
 #ifdef DEEPNET_HAVE_GLOO
 #include "comm/gloo_communicator.h"
@@ -255,6 +257,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
 absl::StatusOr<World> OpenWorld(const CommOptions& options, const LaunchEnv& env) {
   World world;
   if (options.backend == CommBackendKind::kMpi) {
+    if (absl::Status launch =
+            CheckMpiLaunch(env, [](const char* name) { return std::getenv(name); });
+        !launch.ok()) {
+      return launch;
+    }
     absl::StatusOr<std::unique_ptr<MpiSession>> session = MpiSession::Create();
     if (!session.ok()) return session.status();
     world.mpi = *std::move(session);

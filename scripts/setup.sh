@@ -26,6 +26,7 @@ PACKAGES=(
   libsentencepiece-dev sentencepiece
   jq                      # scripts/demo.sh reads `deepnetctl workers -o json`
   gnuplot-nox             # `deepnet experiment` draws its plots with it (pngcairo)
+  slurm-wlm munge         # ctest -L slurm: a private single-node Slurm 22.05 runs deploy/slurm/
   debian-archive-keyring  # verifies trixie's index for the LibTorch 2.x CUDA headers (below)
 )
 
