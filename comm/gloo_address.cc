@@ -177,19 +177,24 @@ absl::StatusOr<GlooAddress> SelectGlooAddress(const LaunchEnv& env,
   if (const std::string named = probe.hostname_address(); IsLocalNonLoopback(interfaces, named)) {
     return GlooAddress{named, "the hostname's address"};
   }
+  bool any_up = false;
   for (const InterfaceAddress& a : interfaces) {
     if (a.up && !a.loopback) {
+      any_up = true;
       const std::string address = Usable(interfaces, a.interface);
       if (!address.empty()) return GlooAddress{address, "interface " + a.interface};
     }
   }
+  // A host with nothing but loopback reaches no other host: its peers are all here (several
+  // deepnet-worker daemons on one machine without a network).
+  if (!any_up) return GlooAddress{"127.0.0.1", "no interface but loopback is up"};
   return absl::FailedPreconditionError(
       absl::StrCat(Describe(env),
                    " has peers on other hosts but this host has no usable non-loopback address "
                    "(none routes to the rendezvous host \"",
                    rendezvous_host,
                    "\", the hostname does not "
-                   "resolve to one, no interface is up); set ",
+                   "resolve to one, no interface that is up has a usable address); set ",
                    kAdvertiseVariable, " or ", kInterfaceVariable));
 }
 

@@ -47,8 +47,10 @@ struct GlooAddress {
 ///  3. every rank on this node (env.local_size == env.world_size): 127.0.0.1;
 ///  4. a multi-host world: the local address that routes to `rendezvous_host` (MASTER_ADDR or the
 ///     rendezvous' host), else the hostname's address, else the first interface that is up, in
-///     each case only a non-loopback address of this host.
-/// Never loopback for a multi-host world unless DEEPNET_ADVERTISE_ADDRESS says so. Errors name
+///     each case only a non-loopback address of this host; 127.0.0.1 only when no interface
+///     but loopback is up (then no peer can be on another host).
+/// Never loopback for a multi-host world unless DEEPNET_ADVERTISE_ADDRESS says so or the host
+/// has no other interface up. Errors name
 /// the variable: InvalidArgument for a bad DEEPNET_ADVERTISE_ADDRESS or GLOO_SOCKET_IFNAME,
 /// FailedPrecondition when a multi-host rank finds no usable address.
 [[nodiscard]] absl::StatusOr<GlooAddress> SelectGlooAddress(

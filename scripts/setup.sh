@@ -26,6 +26,7 @@ PACKAGES=(
   libsentencepiece-dev sentencepiece
   jq                      # scripts/demo.sh reads `deepnetctl workers -o json`
   gnuplot-nox             # `deepnet experiment` draws its plots with it (pngcairo)
+  iproute2                # `ip netns`/`ip link`: the multi-host tests' hosts (tests/netns/, label netns)
   debian-archive-keyring  # verifies trixie's index for the LibTorch 2.x CUDA headers (below)
 )
 

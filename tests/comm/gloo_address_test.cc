@@ -8,8 +8,6 @@
 #include <map>
 #include <string>
 
-#include "comm/communicator_factory.h"
-
 namespace deepnet::comm {
 namespace {
 
@@ -153,7 +151,10 @@ TEST(GlooAddressTest, BadSocketInterfaceIsAnErrorNamingTheVariable) {
 TEST(GlooAddressTest, MultiHostWithoutAnyUsableAddressNamesBothVariables) {
   FakeHost host;
   AddressProbe probe = host.Probe();
-  probe.interfaces = [] { return std::vector<InterfaceAddress>{{"lo", "127.0.0.1", true, true}}; };
+  probe.interfaces = [] {
+    return std::vector<InterfaceAddress>{{"lo", "127.0.0.1", true, true},
+                                         {"eth0", "fe80::1", false, true}};
+  };
   absl::StatusOr<GlooAddress> a = SelectGlooAddress(World(2, 1), "", host.Getenv(), probe);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -161,24 +162,50 @@ TEST(GlooAddressTest, MultiHostWithoutAnyUsableAddressNamesBothVariables) {
   EXPECT_THAT(std::string(a.status().message()), HasSubstr("GLOO_SOCKET_IFNAME"));
 }
 
+TEST(GlooAddressTest, SrunVariablesWithoutALocalSizeVariableGiveAMultiHostAddress) {
+  // issue 16: srun's variables for rank 2 of 4 on the second of two nodes, no local-size
+  // variable; the hostname resolves to loopback (Debian's /etc/hosts).
+  FakeHost host;
+  host.routed = "10.0.0.2";
+  host.hostname_addr = "127.0.1.1";
+  host.variables = {{"SLURM_PROCID", "2"},    {"SLURM_NTASKS", "4"},
+                    {"SLURM_NODEID", "1"},    {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+                    {"SLURM_LOCALID", "0"},   {"SLURM_JOB_ID", "16"},
+                    {"MASTER_ADDR", "node1"}, {"MASTER_PORT", "29500"}};
+  absl::StatusOr<LaunchEnv> env = DetectLaunchEnv(host.Getenv());
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->local_size, 2);
+  absl::StatusOr<GlooAddress> a = host.Select(*env, env->master_addr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->address, "10.0.0.2");
+  EXPECT_EQ(host.asked_route, "node1");
+  // DEEPNET_ADVERTISE_ADDRESS is read on this path too.
+  host.variables["DEEPNET_ADVERTISE_ADDRESS"] = "192.168.5.2";
+  env = DetectLaunchEnv(host.Getenv());
+  ASSERT_TRUE(env.ok()) << env.status();
+  a = host.Select(*env, env->master_addr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->address, "192.168.5.2");
+}
+
+TEST(GlooAddressTest, AHostWithOnlyLoopbackUpKeepsItsPeersOnLoopback) {
+  // Several workers on one machine without a network: no peer can be elsewhere.
+  FakeHost host;
+  AddressProbe probe = host.Probe();
+  probe.interfaces = [] {
+    return std::vector<InterfaceAddress>{{"lo", "127.0.0.1", true, true},
+                                         {"eth0", "10.0.0.2", false, false}};
+  };
+  absl::StatusOr<GlooAddress> a = SelectGlooAddress(World(4, 2), "", host.Getenv(), probe);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->address, "127.0.0.1");
+}
+
 TEST(GlooAddressTest, TheSystemProbeSeesLoopback) {
   const std::vector<InterfaceAddress> all = SystemAddressProbe().interfaces();
   bool loopback = false;
   for (const InterfaceAddress& a : all) loopback = loopback || a.loopback;
   EXPECT_TRUE(loopback);
-}
-
-TEST(GlooAddressTest, RendezvousHostComesFromTheRendezvousElseMasterAddr) {
-  LaunchEnv env;
-  env.master_addr = "node1";
-  CommOptions options;
-  EXPECT_EQ(RendezvousHost(options, env), "node1");
-  options.rendezvous = "tcp://node2:29500";
-  EXPECT_EQ(RendezvousHost(options, env), "node2");
-  options.rendezvous = "grpc://[fd00::1]:50051";
-  EXPECT_EQ(RendezvousHost(options, env), "fd00::1");
-  options.rendezvous = "file:///shared/rdzv";
-  EXPECT_EQ(RendezvousHost(options, env), "node1");
 }
 
 }  // namespace
