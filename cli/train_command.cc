@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "cli/parent_watch.h"
 #include "comm/communicator_factory.h"
+#include "comm/gloo_address.h"
 #include "comm/launch_env.h"
 #include "job/job_config.h"
 #include "storage/checkpoint_fence.h"
@@ -98,9 +99,15 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     options.grpc_ca_cert_file = launch->ca_cert_file;
     options.grpc_tls_server_name = launch->tls_server_name;
     options.cuda_device = device->cuda_index;
-    // Ranks on several machines: Gloo binds to the address deepnet-worker advertises.
-    if (launch->local_size < launch->world_size) {
-      options.gloo_hostname = launch->advertise_address;
+    // Gloo's address (comm/gloo_address.h), said on stderr (stdout may be JSON lines).
+    if (options.backend == comm::CommBackendKind::kGloo) {
+      auto address = comm::SelectGlooAddress(*launch, comm::RendezvousHost(options, *launch));
+      if (!address.ok()) {
+        err << who << address.status().message() << "\n";
+        return absl::IsInvalidArgument(address.status()) ? kExitBadInput : kExitFailure;
+      }
+      options.gloo_hostname = address->address;
+      err << who << "gloo binds " << address->address << " (" << address->source << ")\n";
     }
     auto opened = comm::OpenWorld(options, *launch);
     if (!opened.ok()) {

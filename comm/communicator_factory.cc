@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "comm/communicator_checks.h"
+#include "comm/gloo_address.h"
 #include "comm/grpc_store.h"
 #include "comm/host_staged_communicator.h"
 #include "comm/launch_env.h"
@@ -195,6 +196,19 @@ std::unique_ptr<Communicator> StagedForDevice(std::unique_ptr<Communicator> comm
 
 }  // namespace
 
+std::string RendezvousHost(const CommOptions& options, const LaunchEnv& env) {
+  for (const char* scheme : {kTcpScheme, kGrpcScheme}) {
+    if (!absl::StartsWith(options.rendezvous, scheme)) continue;
+    const std::string endpoint = options.rendezvous.substr(std::string(scheme).size());
+    std::string host = endpoint.substr(0, endpoint.rfind(':'));
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    return host;
+  }
+  return env.master_addr;
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const CommOptions& options,
                                                                       const LaunchEnv& env,
                                                                       MpiSession* mpi) {
@@ -224,9 +238,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
       absl::StrCat("deepnet/", ToString(options.backend), "/world"), *store);
   if (options.backend == CommBackendKind::kGloo) {
 #ifdef DEEPNET_HAVE_GLOO
-    const std::string hostname = !options.gloo_hostname.empty()     ? options.gloo_hostname
-                                 : env.local_size == env.world_size ? "127.0.0.1"
-                                                                    : "";
+    std::string hostname = options.gloo_hostname;
+    if (hostname.empty()) {
+      absl::StatusOr<GlooAddress> chosen = SelectGlooAddress(env, RendezvousHost(options, env));
+      if (!chosen.ok()) return chosen.status();
+      hostname = chosen->address;
+    }
     absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
         GlooCommunicator::Create(world_store, env.rank, env.world_size, options.timeout, hostname);
     if (!comm.ok()) return comm.status();

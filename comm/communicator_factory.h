@@ -25,8 +25,9 @@ struct CommOptions {
   std::string rendezvous;
   // Folder of the job-id FileStore (shared by all nodes of a multi-node job).
   std::string rendezvous_dir = "/tmp";
-  // Address Gloo's sockets bind to and peers connect to; "" = 127.0.0.1 when every rank runs on
-  // this node (LaunchEnv::local_size == world_size), else this machine's resolved hostname.
+  // Address Gloo's sockets bind to and peers connect to; "" = SelectGlooAddress's choice
+  // (comm/gloo_address.h: DEEPNET_ADVERTISE_ADDRESS, GLOO_SOCKET_IFNAME, 127.0.0.1 when every
+  // rank runs on this node, else a non-loopback address of this host).
   std::string gloo_hostname;
   // grpc:// only: the job attempt that scopes the keys (set by deepnet-worker), the bearer
   // token ("" sends none), the PEM CA file (non-empty: TLS) and the TLS name override.
@@ -48,6 +49,10 @@ struct CommOptions {
 /// opened in time. The caller owns (shares) the store.
 [[nodiscard]] absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(
     const CommOptions& options, const LaunchEnv& env);
+
+/// The host the ranks rendezvous at: the HOST of a tcp:// or grpc:// options.rendezvous, else
+/// env.master_addr ("" when neither names one). Gloo's address is the one that routes there.
+std::string RendezvousHost(const CommOptions& options, const LaunchEnv& env);
 
 /// Creates the communicator of all ranks of the job for options.backend. kMpi needs `mpi` (it
 /// takes rank and size from MPI_COMM_WORLD and checks them against `env` when a launcher set

@@ -27,6 +27,7 @@ PACKAGES=(
   jq                      # scripts/demo.sh reads `deepnetctl workers -o json`
   gnuplot-nox             # `deepnet experiment` draws its plots with it (pngcairo)
   slurm-wlm munge         # ctest -L slurm: a private single-node Slurm 22.05 runs deploy/slurm/
+  iproute2                # `ip netns`/`ip link`: the multi-host tests' hosts (tests/netns/, label netns)
   debian-archive-keyring  # verifies trixie's index for the LibTorch 2.x CUDA headers (below)
 )
 

@@ -225,6 +225,19 @@ absl::StatusOr<LaunchEnv> Detect(std::map<std::string, std::string> vars) {
   return DetectLaunchEnv(env.Getter());
 }
 
+TEST(CommunicatorFactoryTest, RendezvousHostComesFromTheRendezvousElseMasterAddr) {
+  LaunchEnv env;
+  env.master_addr = "node1";
+  CommOptions options;
+  EXPECT_EQ(RendezvousHost(options, env), "node1");
+  options.rendezvous = "tcp://node2:29500";
+  EXPECT_EQ(RendezvousHost(options, env), "node2");
+  options.rendezvous = "grpc://[fd00::1]:50051";
+  EXPECT_EQ(RendezvousHost(options, env), "fd00::1");
+  options.rendezvous = "file:///shared/rdzv";
+  EXPECT_EQ(RendezvousHost(options, env), "node1");
+}
+
 TEST(LaunchEnvTest, NoLauncherMeansOneRank) {
   absl::StatusOr<LaunchEnv> env = Detect({});
   ASSERT_TRUE(env.ok()) << env.status();

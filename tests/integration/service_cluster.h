@@ -187,6 +187,14 @@ class ServiceCluster {
   ServiceCluster& operator=(const ServiceCluster&) = delete;
 
   const std::string& dir() const { return dir_; }
+  // Where a daemon runs: a command prefix (tests/netns/: `ip netns exec HOST`) and the address
+  // it listens on and advertises. Default: this machine, on loopback.
+  struct Placement {
+    std::vector<std::string> prefix;
+    std::string address = "127.0.0.1";
+  };
+  Placement coordinator_placement;
+  std::map<std::string, Placement> worker_placements;  // by worker name; absent: the default
   // Whether StartWorker passes the trainer account (when root); false tests the refusal.
   bool give_trainer_account = true;
   // The coordinator's and workers' --storage-root (docs/OPERATIONS.md "Storage layout").
@@ -225,19 +233,23 @@ class ServiceCluster {
   }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  std::string address() const {
+    return coordinator_placement.address + ":" + std::to_string(grpc_port_);
+  }
 
   // Starts (or restarts, on the same port once one was chosen) the coordinator; true once it
   // serves.
   bool StartCoordinator(const std::vector<std::string>& extra = {}) {
     const std::string port_file = dir_ + "/coordinator.ports";
     std::filesystem::remove(port_file);
-    std::vector<std::string> args = {
-        DEEPNET_COORDINATOR_BINARY, "--listen",
-        "127.0.0.1:" + std::to_string(grpc_port_), "--metrics-listen",
-        "127.0.0.1:" + std::to_string(metrics_port_), "--db", dir_ + "/coordinator.db",
-        "--tokens-file", dir_ + "/tokens", "--port-file", port_file, "--stop-grace-s", "3",
-        "--reattach-window-s", "20"};
+    std::vector<std::string> args = coordinator_placement.prefix;
+    args.insert(
+        args.end(),
+        {DEEPNET_COORDINATOR_BINARY, "--listen",
+         coordinator_placement.address + ":" + std::to_string(grpc_port_), "--metrics-listen",
+         coordinator_placement.address + ":" + std::to_string(metrics_port_), "--db",
+         dir_ + "/coordinator.db", "--tokens-file", dir_ + "/tokens", "--port-file", port_file,
+         "--stop-grace-s", "3", "--reattach-window-s", "20"});
     args.insert(args.end(), {"--storage-root", storage_root()});
     args.insert(args.end(), extra.begin(), extra.end());
     coordinator_ = std::make_unique<Child>(
@@ -262,23 +274,14 @@ class ServiceCluster {
   // `env`: "NAME=value" entries added to the daemon's environment (its trainers inherit them).
   void StartWorker(const std::string& name, int slots, const std::vector<std::string>& extra = {},
                    const std::vector<std::string>& env = {}) {
-    std::vector<std::string> args = {DEEPNET_WORKER_BINARY,
-                                     "--coordinator",
-                                     address(),
-                                     "--name",
-                                     name,
-                                     "--slots",
-                                     std::to_string(slots),
-                                     "--work-dir",
-                                     dir_ + "/work-" + name,
-                                     "--trainer",
-                                     TrainerBinary(),
-                                     "--token-file",
-                                     dir_ + "/worker.token",
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--advertise-address",
-                                     "127.0.0.1"};
+    const Placement placement =
+        worker_placements.count(name) ? worker_placements.at(name) : Placement();
+    std::vector<std::string> args = placement.prefix;
+    args.insert(args.end(),
+                {DEEPNET_WORKER_BINARY, "--coordinator", address(), "--name", name, "--slots",
+                 std::to_string(slots), "--work-dir", dir_ + "/work-" + name, "--trainer",
+                 TrainerBinary(), "--token-file", dir_ + "/worker.token", "--listen",
+                 placement.address + ":0", "--advertise-address", placement.address});
     args.insert(args.end(), {"--storage-root", storage_root()});
     std::optional<std::pair<uid_t, gid_t>> account = TrainerAccount();
     if (account && give_trainer_account) {
