@@ -180,7 +180,9 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     return kExitFailure;
   }
   if (summary->stop_reason == "signal") {
-    const StopEnding ending = DescribeSignalStop(*summary, !config->checkpoint.dir.empty());
+    const StopEnding ending =
+        DescribeSignalStop(summary->start_step, summary->final_step, summary->last_checkpoint,
+                           !config->checkpoint.dir.empty());
     err << who << ending.message << "\n";
     return ending.exit_code;
   }

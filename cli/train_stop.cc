@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "job/stop_exit.h"
-#include "train/trainer.h"
 
 namespace deepnet::cli {
 namespace {
@@ -75,16 +74,17 @@ void StartupStopWatch::Watch() {
   }
 }
 
-StopEnding DescribeSignalStop(const train::TrainSummary& summary, bool checkpointing) {
+StopEnding DescribeSignalStop(int64_t start_step, int64_t final_step,
+                              const std::string& last_checkpoint, bool checkpointing) {
   const std::string by = absl::StrCat("stopped by ", StopSignalName());
   StopEnding out;
-  if (summary.final_step == summary.start_step) {
-    if (summary.start_step > 0) {
+  if (final_step == start_step) {
+    if (start_step > 0) {
       out.exit_code = job::kStoppedCheckpointedExitCode;
       out.message = absl::StrCat(by,
                                  " before its first step: no checkpoint written (none "
                                  "needed): its state is the checkpoint of step ",
-                                 summary.start_step, " it resumed from, unchanged");
+                                 start_step, " it resumed from, unchanged");
     } else {
       out.exit_code = job::kStoppedNothingTrainedExitCode;
       out.message = absl::StrCat(by,
@@ -96,18 +96,18 @@ StopEnding DescribeSignalStop(const train::TrainSummary& summary, bool checkpoin
   }
   if (!checkpointing) {
     out.exit_code = job::kStoppedUnsavedExitCode;
-    out.message = absl::StrCat(by, " at step ", summary.final_step,
+    out.message = absl::StrCat(by, " at step ", final_step,
                                ": no checkpoint written because checkpoint.dir is not set; steps ",
-                               summary.start_step + 1, "-", summary.final_step, " are lost");
+                               start_step + 1, "-", final_step, " are lost");
     return out;
   }
   out.exit_code = job::kStoppedCheckpointedExitCode;
-  out.message = summary.last_checkpoint.empty()
-                    ? absl::StrCat(by, " at step ", summary.final_step,
-                                   ": its state is the checkpoint of step ", summary.final_step,
+  out.message = last_checkpoint.empty()
+                    ? absl::StrCat(by, " at step ", final_step,
+                                   ": its state is the checkpoint of step ", final_step,
                                    " (no new one needed)")
-                    : absl::StrCat(by, " at step ", summary.final_step, ": checkpoint written (",
-                                   summary.last_checkpoint, ")");
+                    : absl::StrCat(by, " at step ", final_step, ": checkpoint written (",
+                                   last_checkpoint, ")");
   return out;
 }
 

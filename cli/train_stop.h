@@ -5,13 +5,10 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
-
-namespace deepnet::train {
-struct TrainSummary;
-}
 
 namespace deepnet::cli {
 
@@ -54,7 +51,8 @@ class StartupStopWatch {
   std::thread thread_;
 };
 
-// The ending of a training run that a signal stopped (summary.stop_reason == "signal").
+// The ending of a training run that a signal stopped (TrainSummary::stop_reason == "signal"),
+// from its summary's start_step, final_step and last_checkpoint (LibTorch-free here).
 struct StopEnding {
   int exit_code = 0;
   std::string message;  // One line without the "deepnet train: " prefix.
@@ -63,6 +61,7 @@ struct StopEnding {
 // written"; nothing trained since a resumed checkpoint: 143, "no checkpoint written: its state
 // is the checkpoint of step S, unchanged"; nothing trained from scratch: 79; trained steps but
 // no checkpoint.dir: 80.
-StopEnding DescribeSignalStop(const train::TrainSummary& summary, bool checkpointing);
+StopEnding DescribeSignalStop(int64_t start_step, int64_t final_step,
+                              const std::string& last_checkpoint, bool checkpointing);
 
 }  // namespace deepnet::cli
