@@ -102,12 +102,12 @@ StopEnding DescribeSignalStop(int64_t start_step, int64_t final_step,
     return out;
   }
   out.exit_code = job::kStoppedCheckpointedExitCode;
-  out.message = last_checkpoint.empty()
-                    ? absl::StrCat(by, " at step ", final_step,
-                                   ": its state is the checkpoint of step ", final_step,
-                                   " (no new one needed)")
-                    : absl::StrCat(by, " at step ", final_step, ": checkpoint written (",
-                                   last_checkpoint, ")");
+  out.message =
+      last_checkpoint.empty()
+          ? absl::StrCat(by, " at step ", final_step, ": its state is the checkpoint of step ",
+                         final_step, " (no new one needed)")
+          : absl::StrCat(by, " at step ", final_step, ": checkpoint written (", last_checkpoint,
+                         ")");
   return out;
 }
 

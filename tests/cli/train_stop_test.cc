@@ -66,7 +66,8 @@ TEST(TrainStopDeathTest, AStopDuringStartUpEndsAt79WithOneLine) {
       },
       ::testing::ExitedWithCode(79),
       "deepnet train: rank 1: stopped by a stop request during start-up \\(waiting at the "
-      "rendezvous\\): nothing was trained, so no checkpoint was written \\(none needed\\); exit 79");
+      "rendezvous\\): nothing was trained, so no checkpoint was written \\(none needed\\); exit "
+      "79");
 }
 
 TEST(TrainStopTest, ADisarmedWatchNeverEndsTheProcess) {

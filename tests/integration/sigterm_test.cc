@@ -101,9 +101,9 @@ TEST(SigtermTest, DuringStartUpAtTheRendezvousExits79AtOnceWithoutACheckpoint) {
          "rendezvous: \"file://"
       << rendezvous << "\"}\n";
   const std::string log = dir / "train.log";
-  Child child({DEEPNET_BINARY, "train", "--config", dir / "job.yaml"}, log,
-              {"DEEPNET_RANK=0", "DEEPNET_WORLD_SIZE=2", "DEEPNET_LOCAL_RANK=0",
-               "DEEPNET_LOCAL_SIZE=2"});
+  Child child(
+      {DEEPNET_BINARY, "train", "--config", dir / "job.yaml"}, log,
+      {"DEEPNET_RANK=0", "DEEPNET_WORLD_SIZE=2", "DEEPNET_LOCAL_RANK=0", "DEEPNET_LOCAL_SIZE=2"});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!std::filesystem::exists(rendezvous)) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << Slurp(log);
