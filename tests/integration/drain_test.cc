@@ -69,9 +69,18 @@ TEST(DrainTest, SigtermedWorkerDrainsAndItsJobResumesOnTheOtherFromItsCheckpoint
       Slurp(cluster.dir() + "/work-w1/" + id + "/attempt-1/rank-0.stderr.log");
   EXPECT_THAT(stopped, HasSubstr("stopped by SIGTERM at step "));
   EXPECT_THAT(stopped, HasSubstr(": checkpoint written ("));
-  const std::string resumed =
-      Slurp(cluster.dir() + "/work-w2/" + id + "/attempt-2/rank-0.stdout.log");
-  EXPECT_THAT(resumed, HasSubstr("resumed from step "));  // its "resume" event (JSON)
+  const size_t at = stopped.find("stopped by SIGTERM at step ");
+  ASSERT_NE(at, std::string::npos) << stopped;
+  const std::string step = stopped.substr(at + 27, stopped.find(':', at) - at - 27);
+  // Its "resume" event (JSON); RUNNING may come from the heartbeat before it is written.
+  const std::string resumed_log = cluster.dir() + "/work-w2/" + id + "/attempt-2/rank-0.stdout.log";
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Slurp(resumed_log).find("resumed from step " + step + " ") != std::string::npos;
+      },
+      std::chrono::seconds(120)))
+      << "stopped at step " << step << "\n"
+      << Slurp(resumed_log) << logs();
   // w1 was told the job's first attempt only: no attempt 2 ever went to the draining worker.
   const std::string w1_log = cluster.Log("worker-w1.log");
   EXPECT_THAT(w1_log, HasSubstr("told the coordinator this worker is draining (signal 15"));
