@@ -227,7 +227,8 @@ void WorkerDaemon::Shutdown(milliseconds grace, const std::string& reason) {
   stopping_.store(true);
   if (started_) {
     // First, so that the coordinator places nothing here from now on (the exits follow on the
-    // same stream). Not connected: the next registration says draining instead.
+    // same stream). Not connected: a registration already under way says draining; no new one
+    // starts (the session loop ends), and the coordinator finds the worker LOST later.
     v1::WorkerMessage draining;
     draining.mutable_draining()->set_reason(reason);
     google::protobuf::Duration* period = draining.mutable_draining()->mutable_grace_period();
