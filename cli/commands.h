@@ -22,7 +22,14 @@ enum ExitCode : int {
   // The divergence guard ran out of retries (job::GuardConfig): restarting from the checkpoints
   // would replay the same divergence (job::kGuardExhaustedExitCode).
   kExitGuardExhausted = 78,
-  kExitTerminated = 143,  // Stopped by SIGTERM after checkpointing (128 + 15).
+  // Stopped by SIGTERM/SIGINT; the state it stopped in is in a checkpoint, written at the stop
+  // or already there (128 + 15). job/stop_exit.h has these three.
+  kExitTerminated = 143,
+  // Stopped during start-up or before the first step with no checkpoint loaded: nothing was
+  // trained, so no checkpoint was written (none needed).
+  kExitStoppedNothingTrained = 79,
+  // Stopped after training steps that no checkpoint holds (no checkpoint.dir): they are lost.
+  kExitStoppedUnsaved = 80,
 };
 
 struct TrainCommand {

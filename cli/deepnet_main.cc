@@ -13,6 +13,7 @@
 #include "cli/plan_command.h"
 #include "cli/prepare_command.h"
 #include "cli/score_command.h"
+#include "cli/train_stop.h"
 #include "experiment/experiment_command.h"
 #include "train/runtime_threads.h"
 
@@ -21,7 +22,10 @@ namespace {
 std::atomic<bool> g_stop{false};
 
 // Slurm preemption and Kubernetes eviction send SIGTERM: finish the step, checkpoint, exit.
-extern "C" void OnTerminate(int) { g_stop.store(true); }
+extern "C" void OnTerminate(int signal) {
+  deepnet::cli::NoteStopSignal(signal);
+  g_stop.store(true);
+}
 
 }  // namespace
 
@@ -32,6 +36,12 @@ int main(int argc, char** argv) {
   if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "eval" ||
                    std::string(argv[1]) == "translate")) {
     train::ReexecWithFasterOpenBlasKernels(argv);
+  }
+  // Before anything slow (a launcher may send SIGTERM at any moment): `deepnet train` then
+  // stops honestly instead of dying (cli/train_stop.h). Set again below; exec resets it.
+  if (argc > 1 && std::string(argv[1]) == "train") {
+    std::signal(SIGTERM, OnTerminate);
+    std::signal(SIGINT, OnTerminate);
   }
   CLI::App app{"DeepNet: data, training, evaluation and translation with very deep Transformers"};
   app.require_subcommand(1);

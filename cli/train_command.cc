@@ -10,11 +10,14 @@
 #include <memory>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "cli/parent_watch.h"
+#include "cli/train_stop.h"
 #include "comm/communicator_factory.h"
 #include "comm/gloo_address.h"
 #include "comm/launch_env.h"
 #include "job/job_config.h"
+#include "job/stop_exit.h"
 #include "storage/checkpoint_fence.h"
 #include "train/cuda_device.h"
 #include "train/runtime_threads.h"
@@ -25,6 +28,9 @@ namespace deepnet::cli {
 // The coordinator reads this exit code as "fenced out" (coordinator_workers.cc).
 static_assert(kExitFencedOut == storage::kFencedOutExitCode);
 static_assert(kExitGuardExhausted == job::kGuardExhaustedExitCode);
+static_assert(kExitTerminated == job::kStoppedCheckpointedExitCode);
+static_assert(kExitStoppedNothingTrained == job::kStoppedNothingTrainedExitCode);
+static_assert(kExitStoppedUnsaved == job::kStoppedUnsavedExitCode);
 
 int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::ostream& out,
              std::ostream& err) {
@@ -37,6 +43,9 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     out << job::DumpJobConfig(*config);
     return kExitOk;
   }
+  // A stop during the start-up ends at once, saying that nothing was trained (train_stop.h).
+  StartupStopWatch startup(stop, "deepnet train: ");
+  startup.SetPhase("detecting the launcher");
   auto launch = comm::DetectLaunchEnv();
   if (!launch.ok()) {
     err << "deepnet train: " << launch.status().message() << "\n";
@@ -70,6 +79,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   config->runtime.device = device->device;
   const std::string who = world_size > 1 ? "deepnet train: rank " + std::to_string(launch->rank) + ": "
                                          : "deepnet train: ";
+  startup.SetWho(who);
   // Ranks sharing a machine share its cores: OpenBLAS gets cores / local ranks by default.
   int64_t blas_threads = config->runtime.blas_threads;
   if (blas_threads == 0 && launch->local_size > 1) {
@@ -109,6 +119,8 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
       options.gloo_hostname = address->address;
       err << who << "gloo binds " << address->address << " (" << address->source << ")\n";
     }
+    startup.SetPhase(
+        absl::StrCat("waiting at the rendezvous for the other ", world_size - 1, " rank(s)"));
     auto opened = comm::OpenWorld(options, *launch);
     if (!opened.ok()) {
       err << who << opened.status().message() << "\n";
@@ -143,6 +155,9 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
         << " threads " << threads.blas_threads
         << ", LibTorch intra-op threads " << threads.intra_op_threads << "\n";
   }
+  // From here a stop is taken before the first step (Trainer::Run), after the model, the data
+  // and any resumed checkpoint are loaded, so that its message can say what the state is.
+  startup.Disarm();
   auto trainer = train::Trainer::Create(*config, io, world.comm.get());
   if (!trainer.ok() && storage::IsFencedOut(trainer.status())) {
     err << who << "fenced out: " << trainer.status().message() << "\n";
@@ -171,7 +186,14 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     if (world.comm) world.comm->Abort(std::string(summary.status().message()));
     return kExitFailure;
   }
-  return summary->stop_reason == "signal" ? kExitTerminated : kExitOk;
+  if (summary->stop_reason == "signal") {
+    const StopEnding ending =
+        DescribeSignalStop(summary->start_step, summary->final_step, summary->last_checkpoint,
+                           !config->checkpoint.dir.empty());
+    err << who << ending.message << "\n";
+    return ending.exit_code;
+  }
+  return kExitOk;
 }
 
 }  // namespace deepnet::cli

@@ -435,10 +435,11 @@ void Coordinator::UpdateGauges() {
   metrics_->SetJobsByState(jobs);
   std::map<WorkerState, int64_t> workers = {
       {WorkerState::kReady, 0}, {WorkerState::kDraining, 0}, {WorkerState::kLost, 0}};
-  // The scheduler's worker states follow the sessions (lost; session open: ready; else
-  // draining), so they are counted here without copying its worker list every tick.
+  // The scheduler's worker states follow the sessions (lost; session open and not shutting
+  // down: ready; else draining), so they are counted here without copying its worker list every
+  // tick.
   for (const auto& [id, w] : workers_) {
-    ++workers[w.lost ? WorkerState::kLost : w.sink ? WorkerState::kReady : WorkerState::kDraining];
+    ++workers[StateOf(w)];
   }
   metrics_->SetWorkersByState(workers);
   metrics_->SetJobsPending(pending_counts_);

@@ -225,6 +225,12 @@ class Coordinator {
                                          const std::vector<TaskReport>& tasks);
   [[nodiscard]] absl::Status OnTrainerExit(const std::string& worker_id, int64_t epoch,
                                            const TrainerExitReport& exit);
+  // The worker is shutting down (WorkerDraining): DRAINING at once, so nothing is placed on it;
+  // every job with ranks there goes RECOVERING (WORKER_DRAINED) and restarts elsewhere once
+  // its ranks have stopped (within `grace` + 5 s), not counted against max_restarts. The
+  // worker stops its own trainers: no cancellation is sent to it.
+  [[nodiscard]] absl::Status OnDraining(const std::string& worker_id, int64_t epoch,
+                                        const std::string& reason, std::chrono::milliseconds grace);
   [[nodiscard]] absl::Status OnMetrics(const std::string& worker_id, int64_t epoch,
                                        const MetricReportData& report);
   // The worker refused an assignment (spawn failure, unknown slot, ...).
@@ -299,9 +305,18 @@ class Coordinator {
     std::shared_ptr<WorkerCommandSink> sink;
     Clock::time_point last_heard;
     bool lost = false;
+    // Shutting down (WorkerDraining, or registered with draining): DRAINING until it is lost
+    // or registers again without it; nothing is placed on it, nothing cancelled there.
+    bool draining = false;
+    std::chrono::milliseconds drain_grace{0};  // Its trainers' grace period when draining.
     int missed_reported = 0;
     std::vector<CancellationCommand> pending_cancels;
   };
+  static WorkerState StateOf(const WorkerRuntime& w) {
+    return w.lost                  ? WorkerState::kLost
+           : w.sink && !w.draining ? WorkerState::kReady
+                                   : WorkerState::kDraining;
+  }
 
   Coordinator(const CoordinatorOptions& options, JobStore* store, WorkerEpochStore* epochs,
               RendezvousStore* rendezvous, CoordinatorMetrics* metrics,

@@ -298,16 +298,19 @@ void Coordinator::FinishStop(JobRuntime& job) {
       break;
   }
   if (job.record.state != JobState::kRecovering) return;
-  if (job.record.restarts >= job.record.max_restarts) {
+  const RecoveryCause cause = job.record.last_recovery_cause.value_or(RecoveryCause::kWorkerExit);
+  // A worker that shut down is no failure of the job: its restart is not counted.
+  const bool counted = cause != RecoveryCause::kWorkerDrained;
+  if (counted && job.record.restarts >= job.record.max_restarts) {
     (void)Move(job, JobState::kFailed,
                absl::StrCat("gave up after ", job.record.restarts, " restart(s) (max_restarts ",
                             job.record.max_restarts, "): ", job.stop_message));
     return;
   }
-  const RecoveryCause cause = job.record.last_recovery_cause.value_or(RecoveryCause::kWorkerExit);
   job.announced_resume_step = ResumeStepOf(job);
   const std::string why = absl::StrCat(
-      "restart ", job.record.restarts + 1, " of ", job.record.max_restarts,
+      counted ? absl::StrCat("restart ", job.record.restarts + 1, " of ", job.record.max_restarts)
+              : std::string("restart after a worker shut down (not counted against max_restarts)"),
       " from the latest checkpoint",
       job.announced_resume_step ? absl::StrCat(" (step ", *job.announced_resume_step, ")")
                                 : std::string(" (none yet: from step 0)"));

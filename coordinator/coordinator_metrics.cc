@@ -33,9 +33,9 @@ using prometheus::Histogram;
 
 constexpr WorkerState kAllWorkerStates[] = {WorkerState::kReady, WorkerState::kDraining,
                                             WorkerState::kLost};
-constexpr RecoveryCause kAllRecoveryCauses[] = {RecoveryCause::kWorkerExit,
-                                                RecoveryCause::kWorkerLost, RecoveryCause::kHang,
-                                                RecoveryCause::kStartTimeout};
+constexpr RecoveryCause kAllRecoveryCauses[] = {
+    RecoveryCause::kWorkerExit, RecoveryCause::kWorkerLost, RecoveryCause::kHang,
+    RecoveryCause::kStartTimeout, RecoveryCause::kWorkerDrained};
 
 std::string Lower(absl::string_view name) { return absl::AsciiStrToLower(name); }
 

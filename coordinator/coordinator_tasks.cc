@@ -39,10 +39,11 @@ void Coordinator::ReconcileTasks(WorkerRuntime& worker, const std::vector<TaskRe
       if (task.resumed_step && !job->resumed_step) {
         job->resumed_step = task.resumed_step;
         const int64_t announced = job->announced_resume_step.value_or(0);
-        if (job->record.restarts > 0 && *task.resumed_step == announced) {
+        const bool restarted = job->record.attempt > 1;  // drained restarts are not counted
+        if (restarted && *task.resumed_step == announced) {
           spdlog::info("job {} attempt {} resumed from step {}, the step its restart announced",
                        job->record.id, job->record.attempt, announced);
-        } else if (job->record.restarts > 0) {
+        } else if (restarted) {
           spdlog::warn(
               "job {} attempt {} resumed from step {}, not the announced step {} (a "
               "newer checkpoint failed verification or the folder changed)",

@@ -58,6 +58,8 @@ struct Registration {
   HostFacts host;
   std::vector<SlotFacts> slots;
   std::vector<TaskReport> running_tasks;
+  // The worker is shutting down (RegisterWorkerRequest.draining): it stays DRAINING.
+  bool draining = false;
 };
 
 struct CancellationCommand {
@@ -76,6 +78,9 @@ struct RegistrationResult {
   std::vector<CancellationCommand> stale_tasks;
 };
 
+// What a trainer that was asked to stop left behind (deepnet.v1.StopCheckpoint).
+enum class StopCheckpoint { kUnspecified, kSaved, kNotNeeded, kNotSaved };
+
 struct TrainerExitReport {
   std::string job_id;
   int attempt = 0;
@@ -84,6 +89,9 @@ struct TrainerExitReport {
   int signal = 0;
   std::string message;
   bool requested = false;
+  StopCheckpoint checkpoint = StopCheckpoint::kUnspecified;
+  // Newest checkpoint step the rank wrote or resumed from; 0 none.
+  int64_t checkpoint_step = 0;
 };
 
 // Summary over a model's layers of one per-layer value (deepnet.v1.LayerSummary).
@@ -285,8 +293,8 @@ struct SlotView {
 // A registered worker daemon as ListWorkers shows it.
 struct WorkerView {
   std::string id;  // the name it registered under
-  // kReady: session open; kDraining: registered without a session (keeps its ranks, takes no
-  // new ones); kLost: its heartbeat lease ran out.
+  // kReady: session open; kDraining: registered without a session, or shutting down (it sent
+  // WorkerDraining): keeps its ranks, takes no new ones; kLost: its heartbeat lease ran out.
   WorkerState state = WorkerState::kReady;
   HostFacts host;
   std::vector<SlotView> slots;  // by slot index

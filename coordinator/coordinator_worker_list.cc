@@ -15,7 +15,7 @@ std::vector<WorkerView> Coordinator::ListWorkers() const {
   for (const auto& [id, w] : workers_) {
     WorkerView view;
     view.id = id;
-    view.state = w.lost ? WorkerState::kLost : w.sink ? WorkerState::kReady : WorkerState::kDraining;
+    view.state = StateOf(w);
     view.host = w.host;
     view.heartbeat_age_ms =
         std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(

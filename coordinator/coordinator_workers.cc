@@ -33,6 +33,30 @@ std::string DescribeExit(const TrainerExitReport& exit) {
                           : absl::StrCat("exited with code ", exit.exit_code);
 }
 
+// For a stopped rank: what it left behind, e.g. "stopped with its state in the checkpoint of
+// step 40"; empty when the worker did not say (not a stop, or an older worker).
+std::string DescribeStopCheckpoint(const TrainerExitReport& exit) {
+  const std::string last = exit.checkpoint_step > 0 ? absl::StrCat("the newest checkpoint is step ",
+                                                                   exit.checkpoint_step)
+                                                    : std::string("it has no checkpoint");
+  switch (exit.checkpoint) {
+    case StopCheckpoint::kUnspecified:
+      return "";
+    case StopCheckpoint::kSaved:
+      return exit.checkpoint_step > 0
+                 ? absl::StrCat("stopped with its state in the checkpoint of step ",
+                                exit.checkpoint_step)
+                 : std::string("stopped with its state in a checkpoint");
+    case StopCheckpoint::kNotNeeded:
+      return "stopped before training anything: no checkpoint written (none needed)";
+    case StopCheckpoint::kNotSaved:
+      return absl::StrCat(exit.signal != 0 ? "killed before it wrote a checkpoint"
+                                           : "stopped without writing a checkpoint",
+                          " (", DescribeExit(exit), "): steps since are lost; ", last);
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<RegistrationResult> Coordinator::Register(const Registration& registration) {
@@ -85,6 +109,7 @@ absl::StatusOr<RegistrationResult> Coordinator::Register(const Registration& reg
   worker.slots = registration.slots;
   worker.last_heard = Clock::now();
   worker.lost = false;
+  worker.draining = registration.draining;
   worker.missed_reported = 0;
   worker.pending_cancels.clear();
   // Tasks of dead attempts become cancellations, answered with the registration (and queued as
@@ -129,7 +154,8 @@ absl::Status Coordinator::AttachSession(const std::string& worker_id, int64_t ep
   w.last_heard = Clock::now();
   for (const CancellationCommand& c : w.pending_cancels) w.sink->SendCancellation(w.epoch, c);
   w.pending_cancels.clear();
-  (void)scheduler_->UpdateWorkerState(worker_id, WorkerState::kReady);
+  // A worker that is shutting down stays draining (it only reports its trainers' endings).
+  if (!w.draining) (void)scheduler_->UpdateWorkerState(worker_id, WorkerState::kReady);
   schedule_dirty_ = true;
   return absl::OkStatus();
 }
@@ -149,6 +175,9 @@ void Coordinator::SendCancel(const std::string& worker_id, const CancellationCom
   auto it = workers_.find(worker_id);
   if (it == workers_.end() || it->second.lost) return;
   WorkerRuntime& worker = it->second;
+  // A worker shutting down stops every trainer itself, with its own grace period; a
+  // cancellation with the coordinator's (shorter) grace would cut their checkpoint short.
+  if (worker.draining) return;
   if (worker.sink) {
     worker.sink->SendCancellation(worker.epoch, command);
     return;
@@ -222,6 +251,9 @@ absl::Status Coordinator::OnTrainerExit(const std::string& worker_id, int64_t ep
   event.signal = exit.signal;
   event.worker_id = worker_id;
   event.message = exit.message;
+  if (const std::string stop = DescribeStopCheckpoint(exit); !stop.empty()) {
+    event.message = absl::StrCat(stop, exit.message.empty() ? "" : "\n", exit.message);
+  }
   AddEvent(*job, event);
   if (job->stopping) {
     MaybeFinishStop(*job);
@@ -253,6 +285,11 @@ absl::Status Coordinator::OnTrainerExit(const std::string& worker_id, int64_t ep
       BeginStop(*job, AfterStop::kFail, absl::StrCat(why, " (divergence guard: not restarted)"));
       return absl::OkStatus();
     }
+    if ((*worker)->draining) {
+      FailRanks(*job, RecoveryCause::kWorkerDrained,
+                absl::StrCat(why, " (worker ", worker_id, " is shutting down)"));
+      return absl::OkStatus();
+    }
     if (const std::optional<std::string> gone = UnreachableWorkerOf(*job, worker_id)) {
       FailRanks(*job, RecoveryCause::kWorkerLost,
                 absl::StrCat("worker ", *gone, " holding ranks of the job is unreachable (its ",
@@ -271,6 +308,40 @@ absl::Status Coordinator::OnTrainerExit(const std::string& worker_id, int64_t ep
   ReleaseAttempt(*job);
   (void)Move(*job, JobState::kSucceeded,
              absl::StrCat("all ranks finished at step ", job->record.last_step));
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::OnDraining(const std::string& worker_id, int64_t epoch,
+                                     const std::string& reason, std::chrono::milliseconds grace) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRuntime*> worker = CheckEpoch(worker_id, epoch);
+  if (!worker.ok()) return worker.status();
+  WorkerRuntime& w = **worker;
+  w.last_heard = Clock::now();
+  if (w.draining) return absl::OkStatus();
+  w.draining = true;
+  w.drain_grace = std::max(grace, std::chrono::milliseconds(0));
+  (void)scheduler_->UpdateWorkerState(worker_id, WorkerState::kDraining);
+  schedule_dirty_ = true;
+  spdlog::info("worker {} is shutting down ({}): draining, its trainers get {} ms to checkpoint",
+               worker_id, reason, w.drain_grace.count());
+  const std::string why =
+      absl::StrCat("worker ", worker_id, " is shutting down (", reason,
+                   "): its ranks stop and checkpoint; the job restarts elsewhere (not counted "
+                   "against max_restarts)");
+  for (auto& [id, job] : jobs_) {
+    if (IsTerminal(job.record.state)) continue;
+    const bool holds = std::any_of(job.ranks.begin(), job.ranks.end(), [&](const RankRuntime& r) {
+      return !r.exited && r.view.worker_id == worker_id;
+    });
+    if (!holds) continue;
+    FailRanks(job, RecoveryCause::kWorkerDrained, why);
+    // Its ranks get the worker's grace period, which may be longer than the usual stop.
+    if (job.stopping) {
+      job.stop_deadline =
+          std::max(job.stop_deadline, Clock::now() + w.drain_grace + std::chrono::seconds(5));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -401,6 +472,8 @@ absl::Status Coordinator::OnAssignmentRefused(const std::string& worker_id, int6
   const std::string why = absl::StrCat("worker ", worker_id, " refused the assignment: ", error);
   if (job->stopping) {
     MaybeFinishStop(*job);
+  } else if ((*worker)->draining) {
+    FailRanks(*job, RecoveryCause::kWorkerDrained, why);
   } else if (absl::StrContains(error, storage::kStoragePolicyRefusal)) {
     // The job's paths break the worker's storage policy: every attempt would be refused too.
     BeginStop(*job, AfterStop::kFail, why);

@@ -12,7 +12,7 @@ using S = JobState;
 // - STARTING -> RECOVERING: a trainer died or a worker was lost while the gang was starting.
 // - STARTING -> FAILED: the trainers rejected the job in a way a restart cannot fix.
 // - RECOVERING -> PLACING: restart from the latest good checkpoint (counts against
-//   max_restarts; the store refuses it once they are used up).
+//   max_restarts, except after WORKER_DRAINED; the store refuses it once they are used up).
 // - RECOVERING -> FAILED: max_restarts exhausted.
 // - Every non-terminal state -> CANCELLED.
 constexpr std::pair<JobState, JobState> kJobTransitions[] = {
@@ -73,6 +73,8 @@ absl::string_view ToString(RecoveryCause cause) {
     case RecoveryCause::kWorkerLost: return "WORKER_LOST";
     case RecoveryCause::kHang: return "HANG";
     case RecoveryCause::kStartTimeout: return "START_TIMEOUT";
+    case RecoveryCause::kWorkerDrained:
+      return "WORKER_DRAINED";
   }
   return "UNKNOWN_CAUSE";
 }
@@ -87,7 +89,7 @@ absl::StatusOr<JobState> ParseJobState(absl::string_view text) {
 absl::StatusOr<RecoveryCause> ParseRecoveryCause(absl::string_view text) {
   for (RecoveryCause cause :
        {RecoveryCause::kWorkerExit, RecoveryCause::kWorkerLost, RecoveryCause::kHang,
-        RecoveryCause::kStartTimeout}) {
+        RecoveryCause::kStartTimeout, RecoveryCause::kWorkerDrained}) {
     if (ToString(cause) == text) return cause;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown recovery cause '", text, "'"));

@@ -24,10 +24,13 @@ enum class JobState {
 
 // Why a job entered kRecovering.
 enum class RecoveryCause {
-  kWorkerExit,  // A trainer process exited non-zero or was killed.
-  kWorkerLost,  // A worker daemon missed its heartbeats.
-  kHang,        // No training progress for the configured time.
+  kWorkerExit,    // A trainer process exited non-zero or was killed.
+  kWorkerLost,    // A worker daemon missed its heartbeats.
+  kHang,          // No training progress for the configured time.
   kStartTimeout,  // The ranks did not all start and meet at the rendezvous in time.
+  // A worker holding ranks is shutting down (it said so: WorkerDraining); its ranks were
+  // stopped to checkpoint. The restart does not count against max_restarts.
+  kWorkerDrained,
 };
 
 // Every state, in declaration order.
@@ -44,7 +47,7 @@ bool IsTerminal(JobState state);
 
 // "QUEUED", "PLACING", ... (the names used in the API, the store and the logs).
 absl::string_view ToString(JobState state);
-// "WORKER_EXIT", "WORKER_LOST", "HANG", "START_TIMEOUT".
+// "WORKER_EXIT", "WORKER_LOST", "HANG", "START_TIMEOUT", "WORKER_DRAINED".
 absl::string_view ToString(RecoveryCause cause);
 
 // Inverse of ToString; exact, upper-case names. INVALID_ARGUMENT naming the text otherwise.

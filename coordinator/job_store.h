@@ -36,7 +36,8 @@ struct JobRecord {
   std::string state_reason;
   // store: the cause of the latest entry into kRecovering; empty until the first one.
   std::optional<RecoveryCause> last_recovery_cause;
-  // store: restarts from a checkpoint so far (RECOVERING -> PLACING moves).
+  // store: restarts from a checkpoint so far (RECOVERING -> PLACING moves; not those after
+  // WORKER_DRAINED, a worker that shut down).
   int32_t restarts = 0;
   // Restarts allowed before the job must fail; >= 0.
   int32_t max_restarts = 0;
@@ -137,7 +138,8 @@ class JobStore {
                                                      absl::string_view page_token) = 0;
 
   // Atomically checks `change` against the job and the transition table and applies it:
-  // state, state_reason, last_recovery_cause, restarts (+1 on RECOVERING -> PLACING),
+  // state, state_reason, last_recovery_cause, restarts (+1 on RECOVERING -> PLACING unless the
+  // cause was WORKER_DRAINED),
   // attempt (+1 on entering STARTING), version, and a "state" event. Returns the new record.
   [[nodiscard]] virtual absl::StatusOr<JobRecord> Transition(absl::string_view id,
                                                              const StateChange& change) = 0;

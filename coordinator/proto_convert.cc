@@ -2,6 +2,8 @@
 
 #include <google/protobuf/util/time_util.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace deepnet::coordinator {
@@ -81,6 +83,8 @@ v1::RecoveryCause ToProto(RecoveryCause cause) {
     case RecoveryCause::kWorkerLost: return v1::RECOVERY_CAUSE_WORKER_LOST;
     case RecoveryCause::kHang: return v1::RECOVERY_CAUSE_HANG;
     case RecoveryCause::kStartTimeout: return v1::RECOVERY_CAUSE_START_TIMEOUT;
+    case RecoveryCause::kWorkerDrained:
+      return v1::RECOVERY_CAUSE_WORKER_DRAINED;
   }
   return v1::RECOVERY_CAUSE_UNSPECIFIED;
 }
@@ -346,6 +350,7 @@ Registration FromProto(const v1::RegisterWorkerRequest& request) {
         {s.index(), s.kind() == v1::DEVICE_KIND_CUDA, s.device_index(), s.memory_bytes()});
   }
   for (const v1::TaskStatus& t : request.running_tasks()) out.running_tasks.push_back(FromProto(t));
+  out.draining = request.draining();
   return out;
 }
 
@@ -358,6 +363,21 @@ TrainerExitReport FromProto(const v1::TrainerExit& e) {
   out.signal = e.signal();
   out.message = e.message();
   out.requested = e.requested();
+  switch (e.checkpoint()) {
+    case v1::STOP_CHECKPOINT_SAVED:
+      out.checkpoint = StopCheckpoint::kSaved;
+      break;
+    case v1::STOP_CHECKPOINT_NOT_NEEDED:
+      out.checkpoint = StopCheckpoint::kNotNeeded;
+      break;
+    case v1::STOP_CHECKPOINT_NOT_SAVED:
+      out.checkpoint = StopCheckpoint::kNotSaved;
+      break;
+    default:
+      out.checkpoint = StopCheckpoint::kUnspecified;
+      break;
+  }
+  out.checkpoint_step = std::max<int64_t>(0, e.checkpoint_step());
   return out;
 }
 

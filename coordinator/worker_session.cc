@@ -3,6 +3,9 @@
 #include <google/protobuf/util/time_util.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "coordinator/proto_convert.h"
 #include "rpc/rpc_util.h"
@@ -81,6 +84,14 @@ void WorkerSession::Handle(const v1::WorkerMessage& message) {
         spdlog::warn("worker {} refused command {}: {}", worker_id_, result.command_sequence(),
                      result.error());
       }
+      break;
+    }
+    case v1::WorkerMessage::kDraining: {
+      const v1::WorkerDraining& d = message.draining();
+      const int64_t grace_ms =
+          google::protobuf::util::TimeUtil::DurationToMilliseconds(d.grace_period());
+      status = coordinator_.OnDraining(worker_id_, epoch_, d.reason(),
+                                       std::chrono::milliseconds(std::max<int64_t>(0, grace_ms)));
       break;
     }
     case v1::WorkerMessage::kLogChunk:

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "job/job_config.h"
 #include "job/job_paths.h"
+#include "job/stop_exit.h"
 #include "storage/storage_policy.h"
 #include "worker/trainer_process.h"
 
@@ -29,6 +30,7 @@ struct TaskOutput {
   std::vector<ReportedStep> points;  // Guarded by mu.
   std::vector<int64_t> checkpoints;  // Guarded by mu.
   int64_t step = 0;                  // Guarded by mu.
+  int64_t newest_checkpoint = 0;     // Guarded by mu: written or resumed from.
   std::optional<int64_t> start_step;  // Guarded by mu.
   PendingTrainerValues pending;       // Guarded by mu.
 
@@ -44,7 +46,10 @@ struct TaskOutput {
       points.push_back({*parsed.step, std::chrono::system_clock::now(), 0});
       step = std::max(step, parsed.step->step);
     }
-    if (parsed.checkpoint) checkpoints.push_back(parsed.checkpoint->step);
+    if (parsed.checkpoint) {
+      checkpoints.push_back(parsed.checkpoint->step);
+      newest_checkpoint = std::max(newest_checkpoint, parsed.checkpoint->step);
+    }
     if (parsed.guard) {
       TrainerStep at;
       at.step = parsed.guard->step;
@@ -52,6 +57,7 @@ struct TaskOutput {
     }
     if (parsed.resumed_step) step = std::max(step, *parsed.resumed_step);
     if (parsed.start_step && !start_step) start_step = parsed.start_step;
+    if (parsed.resumed_step) newest_checkpoint = std::max(newest_checkpoint, *parsed.resumed_step);
   }
 };
 
@@ -328,6 +334,10 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
   }
 
   std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the worker is shutting down and starts no new trainers"));
+  }
   // Busy slots: held by a task of another rank (a stopping one too, until it is reaped).
   for (const RankLaunch& r : ranks) {
     for (const auto& [key, task] : tasks_) {
@@ -394,7 +404,15 @@ int TrainerSupervisor::Cancel(const std::string& job_id, int attempt,
 
 void TrainerSupervisor::StopAll(std::chrono::milliseconds grace) {
   std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
   for (const auto& [key, task] : tasks_) task->process->Stop(grace);
+}
+
+StopCheckpoint StopCheckpointOf(int exit_code, int signal) {
+  if (signal != 0) return StopCheckpoint::kNotSaved;  // SIGKILL after the grace period
+  if (exit_code == job::kStoppedCheckpointedExitCode) return StopCheckpoint::kSaved;
+  if (exit_code == job::kStoppedNothingTrainedExitCode) return StopCheckpoint::kNotNeeded;
+  return StopCheckpoint::kNotSaved;
 }
 
 TrainerSupervisor::Events TrainerSupervisor::Poll() {
@@ -427,6 +445,11 @@ TrainerSupervisor::Events TrainerSupervisor::Poll() {
     out.signal = exit->signal;
     out.message = exit->stderr_tail;
     out.requested = exit->stop_requested;
+    if (out.requested) out.checkpoint = StopCheckpointOf(out.exit_code, out.signal);
+    {
+      std::lock_guard<std::mutex> lock(task->output->mu);
+      out.checkpoint_step = task->output->newest_checkpoint;
+    }
     out.time = std::chrono::system_clock::now();
     spdlog::info("{}: trainer pid {} ended ({} {}{})", Describe(out.job_id, out.attempt, out.rank),
                  task->process->pid(), out.signal != 0 ? "signal" : "exit code",

@@ -83,6 +83,11 @@ struct AssignmentSpec {
 
 enum class TaskPhase { kRunning, kStopping };
 
+// What a trainer that was asked to stop left behind (deepnet.v1.StopCheckpoint).
+enum class StopCheckpoint { kUnspecified, kSaved, kNotNeeded, kNotSaved };
+// From a stopped trainer's ending: exit 143 saved, 79 not needed, anything else not saved.
+StopCheckpoint StopCheckpointOf(int exit_code, int signal);
+
 struct TaskSnapshot {
   std::string job_id;
   int attempt = 0;
@@ -106,6 +111,10 @@ struct TaskExit {
   std::string message;
   // Whether it was being stopped (Cancel, StopAll).
   bool requested = false;
+  // When requested: what it left behind, from its exit code (job/stop_exit.h).
+  StopCheckpoint checkpoint = StopCheckpoint::kUnspecified;
+  // Newest checkpoint step it wrote or resumed from (its output); 0 none.
+  int64_t checkpoint_step = 0;
   std::chrono::system_clock::time_point time;
 };
 
@@ -148,7 +157,8 @@ class TrainerSupervisor {
   // Stops every rank of (job_id, attempt): SIGTERM to each process group, SIGKILL after
   // `grace`. Returns how many ranks it stops (0 when none run).
   int Cancel(const std::string& job_id, int attempt, std::chrono::milliseconds grace);
-  // Stops every rank of every job.
+  // Stops every rank of every job, and refuses every later Assign (the worker is shutting
+  // down).
   void StopAll(std::chrono::milliseconds grace);
 
   struct Events {
@@ -180,6 +190,7 @@ class TrainerSupervisor {
   const SupervisorOptions options_;
   mutable std::mutex mu_;
   std::map<TaskKey, std::shared_ptr<Task>> tasks_;  // Guarded by mu_.
+  bool closed_ = false;                             // Guarded by mu_: StopAll was called.
 };
 
 // Whether `job_id` can name a folder: 1..128 of [A-Za-z0-9._-], not "." or "..".

@@ -139,6 +139,20 @@ v1::WorkerMessage ToProto(const TaskExit& exit) {
   SetTime(exit.time, out->mutable_time());
   out->set_message(exit.message);
   out->set_requested(exit.requested);
+  switch (exit.checkpoint) {
+    case StopCheckpoint::kUnspecified:
+      break;
+    case StopCheckpoint::kSaved:
+      out->set_checkpoint(v1::STOP_CHECKPOINT_SAVED);
+      break;
+    case StopCheckpoint::kNotNeeded:
+      out->set_checkpoint(v1::STOP_CHECKPOINT_NOT_NEEDED);
+      break;
+    case StopCheckpoint::kNotSaved:
+      out->set_checkpoint(v1::STOP_CHECKPOINT_NOT_SAVED);
+      break;
+  }
+  out->set_checkpoint_step(exit.checkpoint_step);
   return message;
 }
 
@@ -206,11 +220,22 @@ void WorkerDaemon::Start() {
   supervision_thread_ = std::thread([this] { SupervisionLoop(); });
 }
 
-void WorkerDaemon::Shutdown(milliseconds grace) {
+void WorkerDaemon::Shutdown(milliseconds grace, const std::string& reason) {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
   stopping_.store(true);
+  if (started_) {
+    // First, so that the coordinator places nothing here from now on (the exits follow on the
+    // same stream). Not connected: a registration already under way says draining; no new one
+    // starts (the session loop ends), and the coordinator finds the worker LOST later.
+    v1::WorkerMessage draining;
+    draining.mutable_draining()->set_reason(reason);
+    google::protobuf::Duration* period = draining.mutable_draining()->mutable_grace_period();
+    period->set_seconds(grace.count() / 1000);
+    period->set_nanos(static_cast<int32_t>(grace.count() % 1000 * 1000000));
+    if (Send(draining)) spdlog::info("told the coordinator this worker is draining ({})", reason);
+  }
   supervisor_.StopAll(grace);
   if (started_) {
     // The supervision thread reaps the trainers and sends their exits while connected.
@@ -283,6 +308,7 @@ bool WorkerDaemon::RunSession() {
     out->set_memory_bytes(slot.memory_bytes);
   }
   for (const TaskSnapshot& task : supervisor_.Tasks()) *request.add_running_tasks() = ToProto(task);
+  request.set_draining(stopping_.load());
 
   v1::RegisterWorkerResponse response;
   {

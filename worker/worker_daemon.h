@@ -84,10 +84,11 @@ class WorkerDaemon {
 
   // Starts the threads; returns at once. Call once.
   void Start();
-  // Stops every trainer (SIGTERM, SIGKILL after `grace`), waits until all were reaped and,
-  // when connected, their exits were sent (at most grace + 5 s), then closes the session and
-  // joins the threads. Blocks. Idempotent.
-  void Shutdown(std::chrono::milliseconds grace);
+  // Tells the coordinator (when connected) that this worker is draining (WorkerDraining with
+  // `reason` and `grace`), then stops every trainer (SIGTERM, SIGKILL after `grace`; no new one
+  // starts), waits until all were reaped and, when connected, their exits were sent (at most
+  // grace + 5 s), then closes the session and joins the threads. Blocks. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace, const std::string& reason = "shutting down");
 
   WorkerDaemonState state() const;
   std::vector<TaskSnapshot> Tasks() const;

@@ -233,8 +233,9 @@ int main(int argc, char** argv) {
   int received = 0;
   while (sigwait(&signals, &received) != 0) {
   }
-  spdlog::info("signal {}: stopping trainers", received);
-  (*worker)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000)));
+  const std::string why = received == SIGTERM ? "signal 15 (SIGTERM)" : "signal 2 (SIGINT)";
+  spdlog::info("{}: draining; stopping trainers (grace {} s)", why, stop_grace_s);
+  (*worker)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000)), why);
   (*health)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;
 }

@@ -293,6 +293,12 @@ TEST(CtlProgressTest, DescribesEveryEventType) {
   event.set_signal(0);
   event.set_exit_code(1);
   EXPECT_EQ(DescribeEvent(event), "rank 3 exited with code 1 on worker w-2");
+  // A stopped rank: the coordinator's first line says what it left behind, then its stderr.
+  event.set_exit_code(143);
+  event.set_message("stopped with its state in the checkpoint of step 40\nstderr tail");
+  EXPECT_EQ(DescribeEvent(event),
+            "rank 3 exited with code 143 on worker w-2: stopped with its state in the checkpoint "
+            "of step 40\nstderr tail");
   event.Clear();
   event.set_type(v1::JOB_EVENT_TYPE_CHECKPOINT_SAVED);
   event.set_checkpoint_step(400);

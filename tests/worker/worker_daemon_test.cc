@@ -428,12 +428,54 @@ TEST_F(WorkerDaemonTest, ShutdownStopsTrainersAndReportsTheirExits) {
   coordinator_->service().Send(Assignment("job-d", 1, {{0, 0}}, "run"));
   ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
   const pid_t trainer = testing::PidIn(fake_dir_ + "/pid-0");
-  daemon_->Shutdown(10s);
+  daemon_->Shutdown(10s, "signal 15 (SIGTERM)");
   EXPECT_FALSE(ProcessAlive(trainer));
   std::optional<v1::TrainerExit> exit = ExitOf("job-d", 1, 0);
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->exit_code(), 143);
   EXPECT_TRUE(exit->requested());
+  // Exit 143 after a stop: the trainer's state is in a checkpoint (job/stop_exit.h).
+  EXPECT_EQ(exit->checkpoint(), v1::STOP_CHECKPOINT_SAVED);
+  // The coordinator heard that the worker is draining before any of its trainers ended.
+  int64_t draining_sequence = 0;
+  int64_t exit_sequence = 0;
+  for (const auto& m : coordinator_->service().received()) {
+    if (m.has_draining()) {
+      draining_sequence = m.sequence();
+      EXPECT_EQ(m.draining().reason(), "signal 15 (SIGTERM)");
+      EXPECT_EQ(m.draining().grace_period().seconds(), 10);
+    }
+    if (m.has_trainer_exit()) exit_sequence = m.sequence();
+  }
+  ASSERT_GT(draining_sequence, 0) << "no WorkerDraining message";
+  EXPECT_LT(draining_sequence, exit_sequence);
+}
+
+TEST_F(WorkerDaemonTest, ShuttingDownRefusesNewAssignments) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-e", 1, {{0, 0}}, "run"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
+  std::thread stopper([&] { daemon_->Shutdown(10s); });
+  ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& messages) {
+    for (const auto& m : messages) {
+      if (m.has_draining()) return true;
+    }
+    return false;
+  }));
+  // Too late: the worker is draining, so it starts nothing (the coordinator would not send it;
+  // this is a command already under way).
+  coordinator_->service().Send(Assignment("job-f", 1, {{1, 0}}, "run"));
+  stopper.join();
+  for (const TaskSnapshot& task : daemon_->Tasks()) EXPECT_NE(task.job_id, "job-f");
+  EXPECT_FALSE(std::filesystem::exists(fake_dir_ + "/ready-1"));
+}
+
+TEST(StopCheckpointTest, FromTheTrainersExitCode) {
+  EXPECT_EQ(StopCheckpointOf(143, 0), StopCheckpoint::kSaved);
+  EXPECT_EQ(StopCheckpointOf(79, 0), StopCheckpoint::kNotNeeded);
+  EXPECT_EQ(StopCheckpointOf(80, 0), StopCheckpoint::kNotSaved);
+  EXPECT_EQ(StopCheckpointOf(1, 0), StopCheckpoint::kNotSaved);
+  EXPECT_EQ(StopCheckpointOf(0, 9), StopCheckpoint::kNotSaved);
 }
 
 TEST(WorkerDaemonOptionsTest, CreateNamesTheMissingOption) {
