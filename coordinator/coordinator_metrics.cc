@@ -124,7 +124,7 @@ struct CoordinatorMetrics::Impl {
         restarts(prometheus::BuildCounter()
                      .Name("deepnet_job_restarts_total")
                      .Help("Job restarts from a checkpoint, by cause (worker_exit, worker_lost, "
-                           "hang, start_timeout).")
+                           "hang, start_timeout, worker_drained).")
                      .Register(*registry)),
         submitted(prometheus::BuildCounter()
                       .Name("deepnet_jobs_submitted_total")
