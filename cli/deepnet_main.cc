@@ -15,6 +15,7 @@
 #include "cli/score_command.h"
 #include "experiment/experiment_command.h"
 #include "train/runtime_threads.h"
+#include "version/deepnet_version.h"
 
 namespace {
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"DeepNet: data, training, evaluation and translation with very deep Transformers"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", ProgramVersion());
 
   TrainCommand train;
   auto* train_cmd = app.add_subcommand("train", "Train a model from a YAML job file");

@@ -74,6 +74,7 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
                "deepnetctl");
   app.require_subcommand(1);
   app.fallthrough();
+  if (!env.version.empty()) app.set_version_flag("--version", env.version);
   app.footer(absl::StrCat(
       "Environment: DEEPNET_COORDINATOR, DEEPNET_TOKEN, DEEPNET_TOKEN_FILE, DEEPNET_CA_CERT\n"
       "(used when the flag is not given).\n\n",
