@@ -160,14 +160,10 @@ fi
 
 # cuda ------------------------------------------------------------------------------------------
 mirror=${DEEPNET_IMAGE_MIRROR:-http://deb.debian.org/debian}
-# libtorch-cuda-2.6 depends on nvidia-cudnn (contrib), an installer that downloads cuDNN from
-# NVIDIA (not Debian's archive) only after its licence question is answered "I Agree"; without
-# DEEPNET_CUDNN_AGREE=1 it installs nothing and libtorch_cuda.so cannot load (libcudnn.so.9).
-cudnn_hook=()
-if [ "${DEEPNET_CUDNN_AGREE:-0}" = 1 ]; then
-  cudnn_hook=(--essential-hook='echo "nvidia-cudnn nvidia-cudnn/question select I Agree" |
-    chroot "$1" debconf-set-selections')
-fi
+# libtorch-cuda-2.6 depends on nvidia-cudnn (contrib), an installer whose postinst downloads
+# cuDNN 9.0 from developer.download.nvidia.com (NVIDIA's licence question defaults to "I Agree"):
+# the one part that is not in Debian's archive. Where NVIDIA's server cannot be reached, the
+# build root fails there (docs/OPERATIONS.md, "CUDA image").
 trixie_sources="deb $mirror trixie main contrib non-free non-free-firmware"
 build_packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
@@ -181,7 +177,7 @@ buildroot=$IMAGE_DIR/$name-buildroot
 log "trixie build root ($buildroot): ${build_packages[*]}"
 rm -rf "$buildroot"
 mmdebstrap --mode=root --variant=apt --include="$(IFS=,; echo "${build_packages[*]}")" \
-  "${dpkg_opts[@]}" "${cudnn_hook[@]}" trixie "$buildroot" "$trixie_sources"
+  "${dpkg_opts[@]}" trixie "$buildroot" "$trixie_sources"
 phase buildroot
 log "building DeepNet inside the trixie build root"
 mkdir -p "$buildroot/src"
@@ -201,7 +197,7 @@ packages+=(jq)
 log "run-time packages (${#packages[@]}): ${packages[*]}"
 rm -rf "$rootfs"
 mmdebstrap --mode=root --variant=essential --include="$(IFS=,; echo "${packages[*]}")" \
-  "${dpkg_opts[@]}" "${cudnn_hook[@]}" \
+  "${dpkg_opts[@]}" \
   --customize-hook="cp -a '$buildroot/stage/usr/local/.' \"\$1/usr/local/\"" \
   --customize-hook="$user_hook" --customize-hook="$clean_hook" \
   trixie "$rootfs" "$trixie_sources"
