@@ -5,9 +5,10 @@
 # this machine's loopback. Checks, all from inside the image:
 #   1. every program answers --version with the project's version (libraries resolve);
 #   2. `deepnet train` runs two steps of an installed example to a checkpoint (LibTorch loads);
-#   3. a coordinator and a worker start, the coordinator answers gRPC (`deepnetctl workers`)
-#      and serves /metrics, and the worker registers and reports READY (wait_for_workers.sh
-#      from /usr/local/libexec/deepnet, which asks the coordinator with the image's deepnetctl).
+#   3. a coordinator and a worker start, both answer the gRPC health check that kubelet's probes
+#      make (`deepnetctl health`), the worker registers and reports READY (wait_for_workers.sh
+#      from /usr/local/libexec/deepnet, which asks the coordinator with the image's deepnetctl),
+#      and the coordinator serves /metrics.
 #
 #   bash scripts/image_smoke.sh cpu|cuda          # after scripts/image_build.sh cpu|cuda
 #
@@ -72,12 +73,18 @@ deepnet-worker --coordinator "127.0.0.1:$port" --name smoke --slots 1 --work-dir
 worker=$!
 bash /usr/local/libexec/deepnet/wait_for_workers.sh 1 1 60 "$worker" ||
   { tail worker.log coordinator.log; fail "the worker did not become ready"; }
+worker_port=$(sed -n 's/.*health on port \([0-9]*\).*/\1/p' worker.log)
+for address in "127.0.0.1:$port" "127.0.0.1:$worker_port"; do
+  [ "$(DEEPNET_TOKEN= deepnetctl health "$address")" = SERVING ] ||
+    fail "deepnetctl health $address"
+done
 exec 3<>"/dev/tcp/127.0.0.1/$metrics"
 printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
 page=$(cat <&3)
 grep -q "^deepnet_workers{.*state=\"ready\".*} 1" <<<"$page" ||
   fail "/metrics: $(grep '^deepnet_workers' <<<"$page")"
-echo "inside the image: coordinator on $port answers deepnetctl and /metrics on $metrics; worker READY"
+echo "inside the image: coordinator ($port) and worker ($worker_port) SERVING to deepnetctl health;" \
+  "worker READY; /metrics on $metrics"
 kill -TERM "$worker" "$coordinator"
 wait "$worker" "$coordinator" || true
 EOF

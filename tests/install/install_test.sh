@@ -7,8 +7,9 @@
 #      --help;
 #   3. `deepnet train` on an installed example: --validate-config, then two steps to a checkpoint;
 #      `deepnet data prepare` loads the installed SentencePiece module, not the build tree's;
-#   4. the service from P/bin: a coordinator, a worker that finds its trainer beside itself, and
-#      P/libexec/deepnet/wait_for_workers.sh finding P/bin/deepnetctl on its own;
+#   4. the service from P/bin: a coordinator, a worker that finds its trainer beside itself,
+#      P/libexec/deepnet/wait_for_workers.sh finding P/bin/deepnetctl on its own, and both
+#      daemons SERVING to `deepnetctl health`;
 #   5. the Kubernetes manifests name the images deepnet and deepnet-cuda tagged with the
 #      project's version (scripts/image_build.sh writes them).
 #
@@ -89,6 +90,12 @@ unset CTL
 pids+=($!)
 PATH=/usr/bin:/bin bash "$prefix/libexec/deepnet/wait_for_workers.sh" 1 1 60 "${pids[1]}" \
   > wait.out 2>&1 || fail "wait_for_workers: $(cat wait.out; tail -n 5 worker.log)"
+# Both daemons answer the gRPC health check kubelet's probes make.
+worker_port=$(sed -n 's/.*health on port \([0-9]*\).*/\1/p' worker.log)
+for address in "127.0.0.1:$port" "127.0.0.1:$worker_port"; do
+  [ "$(DEEPNET_TOKEN= "$prefix/bin/deepnetctl" health "$address")" = SERVING ] ||
+    fail "deepnetctl health $address"
+done
 
 # 5. Image tags follow the version.
 kustomization=$repo/deploy/kubernetes/kustomization.yaml
