@@ -101,7 +101,8 @@ done
 kustomization=$repo/deploy/kubernetes/kustomization.yaml
 tags=$(sed -n 's/^ *newTag: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$kustomization" | sort -u)
 [ "$tags" = "$version" ] || fail "$kustomization tags '$tags', the project is $version"
-images=$(sed -n 's/^ *image: *\([^ ]*\).*$/\1/p' "$repo"/deploy/kubernetes/*.yaml | sort -u | tr '\n' ' ')
+images=$(sed -n 's/^ *- *image: *\(deepnet[^ ]*\).*$/\1/p;s/^ *image: *\(deepnet[^ ]*\).*$/\1/p' \
+  "$repo"/deploy/kubernetes/*.yaml | sort -u | tr '\n' ' ')
 [ "$images" = "deepnet-cuda:$version deepnet:$version " ] ||
-  fail "deploy/kubernetes names the images '$images', expected deepnet[-cuda]:$version"
+  fail "deploy/kubernetes names our images '$images', expected deepnet[-cuda]:$version"
 echo "install_test: passed"
