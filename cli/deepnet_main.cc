@@ -16,6 +16,7 @@
 #include "cli/train_stop.h"
 #include "experiment/experiment_command.h"
 #include "train/runtime_threads.h"
+#include "version/deepnet_version.h"
 
 namespace {
 
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"DeepNet: data, training, evaluation and translation with very deep Transformers"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", ProgramVersion());
 
   TrainCommand train;
   auto* train_cmd = app.add_subcommand("train", "Train a model from a YAML job file");

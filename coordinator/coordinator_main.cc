@@ -30,6 +30,7 @@
 #include "rpc/rpc_util.h"
 #include "storage/atomic_file.h"
 #include "storage/storage_policy.h"
+#include "version/deepnet_version.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -281,6 +282,7 @@ int main(int argc, char** argv) {
   deepnet::coordinator::Flags flags;
   CLI::App app{"deepnet-coordinator: accepts DeepNet training jobs over gRPC, schedules them as "
                "gangs onto deepnet-worker daemons, exports Prometheus metrics"};
+  app.set_version_flag("--version", deepnet::ProgramVersion());
   app.add_option("--listen", flags.listen, "gRPC address (JobService, WorkerService, Rendezvous)")
       ->envname("DEEPNET_LISTEN")->capture_default_str();
   app.add_option("--metrics-listen", flags.metrics_listen, "HTTP address of /metrics; empty: off")

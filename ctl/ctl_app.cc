@@ -13,6 +13,7 @@
 #include "ctl/commands.h"
 #include "ctl/exit_codes.h"
 #include "ctl/format.h"
+#include "ctl/health_check.h"
 #include "rpc/rpc_util.h"
 
 namespace deepnet::ctl {
@@ -74,6 +75,7 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
                "deepnetctl");
   app.require_subcommand(1);
   app.fallthrough();
+  if (!env.version.empty()) app.set_version_flag("--version", env.version);
   app.footer(absl::StrCat(
       "Environment: DEEPNET_COORDINATOR, DEEPNET_TOKEN, DEEPNET_TOKEN_FILE, DEEPNET_CA_CERT\n"
       "(used when the flag is not given).\n\n",
@@ -177,6 +179,14 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
   logs->add_flag("-f,--follow", logs_args.follow,
                  "Keep printing new output until the rank exits (Ctrl-C stops)");
 
+  std::string health_address;
+  CLI::App* health = app.add_subcommand(
+      "health",
+      "Ask a daemon's gRPC health service, as kubelet's gRPC probes do (no token): "
+      "exit 0 and SERVING; ADDRESS defaults to the coordinator's, a worker's is its "
+      "--listen address");
+  health->add_option("ADDRESS", health_address, "host:port (a worker daemon: port 7071)");
+
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
   try {
@@ -217,11 +227,14 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
   channel_options.address =
       !flags.coordinator.empty() ? flags.coordinator : Env(env, "DEEPNET_COORDINATOR");
   if (channel_options.address.empty()) channel_options.address = kDefaultCoordinator;
+  if (!health_address.empty()) channel_options.address = health_address;
   channel_options.ca_cert_file =
       !flags.ca_cert.empty() ? flags.ca_cert : Env(env, "DEEPNET_CA_CERT");
   channel_options.tls_server_name = flags.tls_server_name;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = rpc::MakeChannel(channel_options);
   if (!channel.ok()) return UsageError(std::string(channel.status().message()), env);
+
+  if (health->parsed()) return RunHealth(*channel, timeout, *env.out, *env.err);
 
   JobClientOptions client_options;
   client_options.token = *token;

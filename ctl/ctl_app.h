@@ -18,6 +18,8 @@ struct CtlEnvironment {
   int terminal_width = 80;
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
+  // What `deepnetctl --version` prints; empty: no --version flag.
+  std::string version;
 };
 
 // Runs `deepnetctl argv[1..]`; returns the process exit code (exit_codes.h).

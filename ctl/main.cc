@@ -7,9 +7,11 @@
 #include <iostream>
 
 #include "ctl/ctl_app.h"
+#include "version/deepnet_version.h"
 
 int main(int argc, char** argv) {
   deepnet::ctl::CtlEnvironment env;
+  env.version = deepnet::ProgramVersion();
   env.getenv = [](const std::string& name) {
     const char* value = std::getenv(name.c_str());
     return value != nullptr ? std::string(value) : std::string();

@@ -31,10 +31,13 @@ std::vector<std::string> CandidatePaths() {
   if (const char* env = std::getenv("DEEPNET_SPM_MODULE"); env != nullptr && *env != '\0') {
     paths.push_back(env);
   }
+  // An installed program first (cmake/install.cmake), so that it never loads the module of the
+  // build tree it was installed from; build/bin/../lib/deepnet/ does not exist.
+  const std::string dir = ExecutableDir();
+  paths.push_back(dir + "/../lib/deepnet/" + kModuleName);
 #ifdef DEEPNET_SPM_MODULE_PATH
   paths.push_back(DEEPNET_SPM_MODULE_PATH);  // The build tree.
 #endif
-  const std::string dir = ExecutableDir();
   paths.push_back(dir + "/" + kModuleName);
   paths.push_back(dir + "/../lib/" + kModuleName);
   paths.push_back(dir + "/../data/" + kModuleName);

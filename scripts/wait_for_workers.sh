@@ -6,9 +6,10 @@
 #
 # WORKERS: ready workers needed; FREE_SLOTS: free slots needed on ready workers in total;
 # TIMEOUT_S: give up after this many seconds. Each PID (a worker daemon this caller started)
-# must stay alive: one that exits ends the wait at once. deepnetctl is $CTL (default
-# build/bin/deepnetctl) and reaches the coordinator through DEEPNET_COORDINATOR and
-# DEEPNET_TOKEN as usual. Exit 0 once ready (printing the worker table), 1 on timeout or a dead
+# must stay alive: one that exits ends the wait at once. deepnetctl is $CTL (default: the
+# installed one, ../../bin/deepnetctl beside P/libexec/deepnet/ where `cmake --install` puts this
+# script, else build/bin/deepnetctl, else deepnetctl on PATH) and reaches the coordinator through
+# DEEPNET_COORDINATOR and DEEPNET_TOKEN as usual. Exit 0 once ready (printing the worker table), 1 on timeout or a dead
 # worker (with the last answer), 2 on bad arguments.
 set -euo pipefail
 if [ $# -lt 3 ]; then
@@ -20,7 +21,13 @@ shift 3
 for n in "$need_workers" "$need_slots" "$timeout_s"; do
   [[ "$n" =~ ^[0-9]+$ ]] || { echo "$0: not a non-negative integer: '$n'" >&2; exit 2; }
 done
-CTL=${CTL:-build/bin/deepnetctl}
+if [ -z "${CTL:-}" ]; then
+  installed=$(dirname "${BASH_SOURCE[0]}")/../../bin/deepnetctl
+  if [ -x "$installed" ]; then CTL=$installed
+  elif [ -x build/bin/deepnetctl ]; then CTL=build/bin/deepnetctl
+  else CTL=deepnetctl
+  fi
+fi
 deadline=$(($(date +%s) + timeout_s))
 last=""
 while :; do

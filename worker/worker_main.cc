@@ -18,15 +18,13 @@
 #include "worker/health_server.h"
 #include "worker/host_resources.h"
 #include "worker/trainer_account.h"
+#include "version/deepnet_version.h"
 #include "worker/worker_daemon.h"
 
 extern char** environ;
 
 namespace {
 
-#ifndef DEEPNET_VERSION
-#define DEEPNET_VERSION "unknown"
-#endif
 #ifndef DEEPNET_TORCH_VERSION
 #define DEEPNET_TORCH_VERSION ""
 #endif
@@ -55,7 +53,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [worker] [%l] %v");
   using namespace deepnet;
   CLI::App app{"deepnet-worker: runs DeepNet trainer processes for the coordinator"};
-  app.set_version_flag("--version", DEEPNET_VERSION);
+  app.set_version_flag("--version", ProgramVersion());
   std::string coordinator;
   std::string name;
   int slots = 0;
@@ -197,7 +195,7 @@ int main(int argc, char** argv) {
   sup.tls_server_name = tls_server_name;
   sup.advertise_address = advertise_address;
   options.host =
-      worker::DetectHostFacts(advertise_address, gpus, DEEPNET_VERSION, DEEPNET_TORCH_VERSION);
+      worker::DetectHostFacts(advertise_address, gpus, ProgramVersion(), DEEPNET_TORCH_VERSION);
   const std::vector<int64_t> gpu_memory =
       slot_memory_bytes > 0 || gpus.empty()
           ? std::vector<int64_t>{}
@@ -218,7 +216,7 @@ int main(int argc, char** argv) {
       worker::WorkerDaemon::Create(options);
   if (!worker.ok()) return Fail(std::string(worker.status().message()));
   spdlog::info("deepnet-worker {} '{}': {} {} slot(s), coordinator {}, health on port {}",
-               DEEPNET_VERSION, options.worker_name, sup.slots.size(),
+               ProgramVersion(), options.worker_name, sup.slots.size(),
                sup.slots.front().cuda ? "cuda" : "cpu", coordinator, port);
   spdlog::info("trainers run as {}",
                !sup.switch_account ? "this daemon's user"

@@ -1,0 +1,77 @@
+// `deepnetctl health`: the standard gRPC health check against a real server (SERVING,
+// NOT_SERVING) and against a port nothing listens on, through the whole tool in-process.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ctl/ctl_app.h"
+#include "ctl/exit_codes.h"
+#include "tests/loopback.h"
+
+namespace deepnet::ctl {
+namespace {
+
+using ::testing::HasSubstr;
+
+class HealthCheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  int Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    args.insert(args.begin(), "deepnetctl");
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    CtlEnvironment env;
+    env.getenv = [](const std::string&) { return std::string(); };
+    env.out = &out_;
+    env.err = &err_;
+    return RunDeepnetctl(static_cast<int>(argv.size()), argv.data(), env);
+  }
+
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+TEST_F(HealthCheckTest, ServingWithoutAToken) {
+  const std::string address = "127.0.0.1:" + std::to_string(port_);
+  EXPECT_EQ(Run({"health", address}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "SERVING\n");
+  // The address may come from --coordinator as for every other command.
+  EXPECT_EQ(Run({"--coordinator", address, "health"}), kExitOk) << err_.str();
+}
+
+TEST_F(HealthCheckTest, NotServingIsAnError) {
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  EXPECT_EQ(Run({"health", "127.0.0.1:" + std::to_string(port_)}), kExitOther);
+  EXPECT_THAT(err_.str(), HasSubstr("NOT_SERVING"));
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(HealthCheckTest, NothingListeningIsUnreachable) {
+  const int closed = testing::UnusedLoopbackPort();
+  ASSERT_GT(closed, 0);
+  EXPECT_EQ(Run({"health", "127.0.0.1:" + std::to_string(closed), "--timeout", "2s"}),
+            kExitUnreachable);
+  EXPECT_THAT(err_.str(), HasSubstr("deepnetctl: health:"));
+}
+
+}  // namespace
+}  // namespace deepnet::ctl
