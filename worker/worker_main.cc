@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
       ->envname("DEEPNET_WORKER_LISTEN")
       ->capture_default_str();
   app.add_option("--advertise-address", advertise_address,
-                 "This host's address for Gloo/NCCL sockets (default: the hostname's address)")
+                 "Address its trainers' Gloo ranks bind and advertise (default: chosen per rank, "
+                 "docs/OPERATIONS.md \"Addresses across hosts\"; NCCL picks its own)")
       ->envname("DEEPNET_ADVERTISE_ADDRESS");
   app.add_option("--stop-grace", stop_grace_s,
                  "Seconds trainers get to checkpoint after SIGTERM when the worker stops")
