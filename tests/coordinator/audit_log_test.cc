@@ -20,6 +20,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/job_service_impl.h"
 #include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/test_tokens.h"
 #include "tests/coordinator/test_util.h"
 #include "tests/file_text.h"
 
@@ -31,10 +32,6 @@ using testing::CoordinatorTest;
 using ::testing::HasSubstr;
 using testing::JobYaml;
 using testing::TempDir;
-
-constexpr const char* kAlice = "alice-token-0123456789";
-constexpr const char* kBob = "bob-token-012345678901";
-constexpr const char* kRoot = "root-token-0123456789a";
 
 TEST(AuditLogTest, Sha256MatchesTheStandardVectors) {
   EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");

@@ -27,7 +27,7 @@ constexpr char kAliceToken[] = "alice-0123456789abcdef";
 constexpr char kRootToken[] = "root-0123456789abcdef";
 constexpr char kWorkerToken[] = "worker-0123456789abcdef";
 
-void WriteFile(const std::string& path, const std::string& text) {
+void WriteAuthFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
 }
@@ -41,7 +41,7 @@ std::string TokensText() {
 absl::StatusOr<std::unique_ptr<Authenticator>> LoadText(const TempDir& dir,
                                                         const std::string& text) {
   const std::string path = dir / "tokens";
-  WriteFile(path, text);
+  WriteAuthFile(path, text);
   return Authenticator::Load(path);
 }
 

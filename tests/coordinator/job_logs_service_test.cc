@@ -13,6 +13,7 @@
 #include "coordinator/job_service_impl.h"
 #include "rpc/rpc_util.h"
 #include "tests/coordinator/log_serving_sink.h"
+#include "tests/coordinator/test_tokens.h"
 #include "tests/coordinator/test_util.h"
 
 namespace deepnet::coordinator {
@@ -20,8 +21,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kAlice[] = "alice-token-0123456789";
-constexpr char kBob[] = "bob-token-0123456789ab";
 constexpr char kAdmin[] = "admin-token-0123456789";
 constexpr char kWorker[] = "worker-token-0123456789";
 constexpr char kYaml[] =

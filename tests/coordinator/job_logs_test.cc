@@ -21,7 +21,7 @@ using testing::LogServingSink;
 using namespace std::chrono_literals;
 
 // Liveness bound of the waits below (never reached when the code works).
-constexpr auto kLiveness = 30s;
+constexpr auto kLogsLiveness = 30s;
 
 std::string JobYaml(int stages, const std::string& scheduling) {
   return absl::StrCat(
@@ -39,7 +39,7 @@ class JobLogsTest : public ::testing::Test {
     options_.lease_heartbeats = 3;
     options_.rendezvous_address = "127.0.0.1:1";
     options_.spec_check.check_paths = false;
-    options_.log_request_timeout = kLiveness;
+    options_.log_request_timeout = kLogsLiveness;
     Make();
   }
   void TearDown() override { StopWorkers(); }
@@ -209,7 +209,7 @@ TEST_F(JobLogsTest, SilentWorkerTimesOutNamingItAndTheSessionGoesOn) {
   // The answering worker is read again; with this short timeout a slow machine may miss it
   // once, so retry (a worker that stays unreadable fails at the liveness bound).
   absl::StatusOr<LogChunkReport> again = Read(id, 0, 0);
-  const auto give_up = std::chrono::steady_clock::now() + kLiveness;
+  const auto give_up = std::chrono::steady_clock::now() + kLogsLiveness;
   while (!again.ok() && again.status().code() == absl::StatusCode::kUnavailable &&
          std::chrono::steady_clock::now() < give_up) {
     again = Read(id, 0, 0);
@@ -262,7 +262,7 @@ TEST_F(JobLogsTest, ReadsEndUnavailableWhenTheWorkerDisconnectsOrIsLost) {
   coordinator_->Tick();
   a.set_silent(true);
   auto pending = std::async(std::launch::async, [&] { return Read(id, 0, 0); });
-  const auto give_up = std::chrono::steady_clock::now() + kLiveness;
+  const auto give_up = std::chrono::steady_clock::now() + kLogsLiveness;
   while (a.requests().empty() && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(5ms);
   }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/test_tokens.h"
 #include "tests/coordinator/test_util.h"
 
 namespace deepnet::coordinator {
@@ -23,9 +24,6 @@ using testing::JobYaml;
 using testing::TempDir;
 using testing::Worker;
 
-constexpr const char* kAlice = "alice-token-0123456789";
-constexpr const char* kBob = "bob-token-012345678901";
-constexpr const char* kRoot = "root-token-0123456789a";
 constexpr const char* kNode = "node-token-0123456789a";
 
 class JobServiceTest : public CoordinatorTest {

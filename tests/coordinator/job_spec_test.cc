@@ -43,7 +43,7 @@ int CountLines(const std::string& text) {
   return text.empty() ? 0 : 1 + static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
-void WriteFile(const std::string& path, const std::string& text) {
+void WriteSpecFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
 }
@@ -68,8 +68,8 @@ TEST(JobSpecTest, EmptySpecGivesTheTrainerDefaults) {
 
 TEST(JobSpecTest, ReadsEveryFieldTheCoordinatorNeeds) {
   testing::TempDir dir;
-  WriteFile(dir / "train.tsv", "a\tb\n");
-  WriteFile(dir / "valid.tsv", "c\td\n");
+  WriteSpecFile(dir / "train.tsv", "a\tb\n");
+  WriteSpecFile(dir / "valid.tsv", "c\td\n");
   const JobSpecInfo info = SpecOk(R"yaml(
 name: wmt-deep
 model: {encoder_layers: 4, decoder_layers: 4}
@@ -166,7 +166,7 @@ TEST(JobSpecTest, DeviceIsCpuOrCudaWithoutAnIndex) {
 
 TEST(JobSpecTest, DataPathsMustBeAbsoluteAndExist) {
   testing::TempDir dir;
-  WriteFile(dir / "train.tsv", "a\tb\n");
+  WriteSpecFile(dir / "train.tsv", "a\tb\n");
   std::filesystem::create_directory(dir / "shards");
   const JobSpecCheckOptions check;
   const std::string tsv = "data:\n  source: tsv\n  train_path: ";
@@ -203,7 +203,7 @@ TEST(JobSpecTest, DataPathsMustBeAbsoluteAndExist) {
 
 TEST(JobSpecTest, CheckpointDirMustBeAbsoluteWithAnExistingParent) {
   testing::TempDir dir;
-  WriteFile(dir / "file", "x");
+  WriteSpecFile(dir / "file", "x");
   const JobSpecCheckOptions check;
   const std::string ckpt = "checkpoint:\n  dir: ";
   EXPECT_EQ(SpecOk(ckpt + dir / "new" + "\n", check).checkpoint_dir, dir / "new");

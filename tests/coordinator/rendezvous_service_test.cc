@@ -20,7 +20,7 @@ namespace v1 = deepnet::v1;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 
-constexpr auto kLiveness = std::chrono::seconds(30);
+constexpr auto kServiceLiveness = std::chrono::seconds(30);
 
 void SetTimeout(milliseconds ms, google::protobuf::Duration* out) {
   out->set_seconds(ms.count() / 1000);
@@ -63,7 +63,7 @@ class RendezvousServiceTest : public ::testing::Test {
     request.set_value(value);
     v1::RendezvousSetResponse response;
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+    context.set_deadline(std::chrono::system_clock::now() + kServiceLiveness);
     return stub_->Set(&context, request, &response);
   }
 
@@ -97,7 +97,7 @@ TEST_F(RendezvousServiceTest, BlockedGetIsReleasedByASetFromAnotherClient) {
   });
   while (store_.num_waiters() == 0) std::this_thread::yield();
   ASSERT_TRUE(Set("addr", "10.1.2.3:4567").ok());
-  ASSERT_EQ(getter.wait_for(kLiveness), std::future_status::ready);
+  ASSERT_EQ(getter.wait_for(kServiceLiveness), std::future_status::ready);
   grpc::Status status = getter.get();
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(value, "10.1.2.3:4567");
@@ -124,7 +124,7 @@ TEST_F(RendezvousServiceTest, ClientDeadlineShorterThanTimeoutEndsTheWait) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   // The server's wait ends at the client's deadline too (not an hour later).
   const auto start = std::chrono::steady_clock::now();
-  while (store_.num_waiters() != 0 && std::chrono::steady_clock::now() - start < kLiveness) {
+  while (store_.num_waiters() != 0 && std::chrono::steady_clock::now() - start < kServiceLiveness) {
     std::this_thread::yield();
   }
   EXPECT_EQ(store_.num_waiters(), 0u);
@@ -137,10 +137,10 @@ TEST_F(RendezvousServiceTest, ClientCancellationFreesTheWait) {
   });
   while (store_.num_waiters() == 0) std::this_thread::yield();
   context.TryCancel();
-  ASSERT_EQ(getter.wait_for(kLiveness), std::future_status::ready);
+  ASSERT_EQ(getter.wait_for(kServiceLiveness), std::future_status::ready);
   EXPECT_EQ(getter.get().error_code(), grpc::StatusCode::CANCELLED);
   const auto start = std::chrono::steady_clock::now();
-  while (store_.num_waiters() != 0 && std::chrono::steady_clock::now() - start < kLiveness) {
+  while (store_.num_waiters() != 0 && std::chrono::steady_clock::now() - start < kServiceLiveness) {
     std::this_thread::yield();
   }
   EXPECT_EQ(store_.num_waiters(), 0u);
@@ -152,8 +152,8 @@ TEST_F(RendezvousServiceTest, ShutdownEndsBlockedCallsUnavailable) {
   });
   while (store_.num_waiters() == 0) std::this_thread::yield();
   auto stopper = std::async(std::launch::async, [&] { StopServer(); });
-  ASSERT_EQ(stopper.wait_for(kLiveness), std::future_status::ready);
-  ASSERT_EQ(getter.wait_for(kLiveness), std::future_status::ready);
+  ASSERT_EQ(stopper.wait_for(kServiceLiveness), std::future_status::ready);
+  ASSERT_EQ(getter.wait_for(kServiceLiveness), std::future_status::ready);
   EXPECT_EQ(getter.get().error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
@@ -265,7 +265,7 @@ TEST(RendezvousServiceAuthTest, EveryCallNeedsAWorkerOrAdminToken) {
       grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
   auto call = [&](const std::string& token, const std::string& key) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+    context.set_deadline(std::chrono::system_clock::now() + kServiceLiveness);
     if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
     v1::RendezvousSetRequest set;
     set.mutable_scope()->set_job_id("job");
@@ -277,7 +277,7 @@ TEST(RendezvousServiceAuthTest, EveryCallNeedsAWorkerOrAdminToken) {
   };
   auto wait = [&](const std::string& token) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+    context.set_deadline(std::chrono::system_clock::now() + kServiceLiveness);
     if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
     v1::RendezvousWaitRequest request;
     request.mutable_scope()->set_job_id("job");

@@ -18,7 +18,7 @@ using Clock = RendezvousStore::Clock;
 using std::chrono::milliseconds;
 
 // Generous bound for "a blocked call returns" (liveness, not performance).
-constexpr auto kLiveness = std::chrono::seconds(30);
+constexpr auto kStoreLiveness = std::chrono::seconds(30);
 
 Clock::time_point In(milliseconds ms) { return Clock::now() + ms; }
 
@@ -46,7 +46,7 @@ TEST_F(RendezvousStoreTest, BlockedGetIsReleasedByALaterSet) {
   // Set only once the Get is really waiting, so the test covers the wake-up path.
   while (store_.num_waiters() == 0) std::this_thread::yield();
   ASSERT_TRUE(store_.Set(scope_, "late", "v").ok());
-  ASSERT_EQ(getter.wait_for(kLiveness), std::future_status::ready);
+  ASSERT_EQ(getter.wait_for(kStoreLiveness), std::future_status::ready);
   absl::StatusOr<std::string> value = getter.get();
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, "v");
@@ -82,7 +82,7 @@ TEST_F(RendezvousStoreTest, WaitReturnsOnlyWhenEveryKeyExists) {
   ASSERT_TRUE(store_.Set(scope_, "x", "1").ok());
   EXPECT_EQ(store_.num_waiters(), 1u);  // Still waiting for y.
   ASSERT_TRUE(store_.Add(scope_, "y", 1).ok());
-  ASSERT_EQ(waiter.wait_for(kLiveness), std::future_status::ready);
+  ASSERT_EQ(waiter.wait_for(kStoreLiveness), std::future_status::ready);
   EXPECT_TRUE(waiter.get().ok());
 }
 
@@ -95,7 +95,7 @@ TEST_F(RendezvousStoreTest, EarlierDeadlineRegisteredLaterStillFiresFirst) {
   EXPECT_EQ(store_.Wait(scope_, {"k"}, In(milliseconds(30))).code(),
             absl::StatusCode::kDeadlineExceeded);
   ASSERT_TRUE(store_.Set(scope_, "k", "v").ok());
-  ASSERT_EQ(long_wait.wait_for(kLiveness), std::future_status::ready);
+  ASSERT_EQ(long_wait.wait_for(kStoreLiveness), std::future_status::ready);
   EXPECT_TRUE(long_wait.get().ok());
 }
 
@@ -158,7 +158,7 @@ TEST_F(RendezvousStoreTest, DropAttemptFreesKeysAndAbortsWaiters) {
   });
   while (store_.num_waiters() == 0) std::this_thread::yield();
   EXPECT_TRUE(store_.DropAttempt(scope_));
-  ASSERT_EQ(getter.wait_for(kLiveness), std::future_status::ready);
+  ASSERT_EQ(getter.wait_for(kStoreLiveness), std::future_status::ready);
   EXPECT_EQ(getter.get().status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(store_.num_scopes(), 0u);
   EXPECT_EQ(store_.num_waiters(), 0u);
@@ -225,7 +225,7 @@ TEST_F(RendezvousStoreTest, ShutdownReleasesWaitersAndRefusesRequests) {
                            [&] { return store_.Get(scope_, "k", In(std::chrono::seconds(3600))); });
   while (store_.num_waiters() == 0) std::this_thread::yield();
   store_.Shutdown();
-  ASSERT_EQ(getter.wait_for(kLiveness), std::future_status::ready);
+  ASSERT_EQ(getter.wait_for(kStoreLiveness), std::future_status::ready);
   EXPECT_EQ(getter.get().status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(store_.Set(scope_, "k", "v").code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(store_.OpenAttempt(scope_).code(), absl::StatusCode::kUnavailable);

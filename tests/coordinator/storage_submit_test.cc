@@ -16,6 +16,7 @@
 #include "coordinator/job_service_impl.h"
 #include "storage/storage_policy.h"
 #include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/test_tokens.h"
 #include "tests/coordinator/test_util.h"
 
 namespace deepnet::coordinator {
@@ -25,9 +26,6 @@ namespace v1 = deepnet::v1;
 using testing::CoordinatorTest;
 using ::testing::HasSubstr;
 using testing::TempDir;
-
-constexpr const char* kAlice = "alice-token-0123456789";
-constexpr const char* kBob = "bob-token-012345678901";
 
 class StorageSubmitTest : public CoordinatorTest {
  protected:

@@ -9,7 +9,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string ParseError(const std::string& yaml) {
+std::string GuardParseError(const std::string& yaml) {
   absl::StatusOr<JobConfig> config = ParseJobConfig(yaml, {}, "job.yaml");
   EXPECT_FALSE(config.ok()) << yaml;
   return config.ok() ? "" : std::string(config.status().message());
@@ -72,27 +72,28 @@ TEST(GuardConfigTest, ParsesEveryFieldAndRoundTripsThroughTheDump) {
 }
 
 TEST(GuardConfigTest, BadValuesNameTheField) {
-  EXPECT_THAT(ParseError("guard:\n  enabled: maybe\n"),
+  EXPECT_THAT(GuardParseError("guard:\n  enabled: maybe\n"),
               HasSubstr("guard.enabled: must be one of auto, true, false (got 'maybe')"));
-  EXPECT_THAT(ParseError("guard:\n  action: pray\n"), HasSubstr("guard.action: must be one of"));
-  EXPECT_THAT(ParseError("guard:\n  plateau_action: stop\n"),
+  EXPECT_THAT(GuardParseError("guard:\n  action: pray\n"),
+              HasSubstr("guard.action: must be one of"));
+  EXPECT_THAT(GuardParseError("guard:\n  plateau_action: stop\n"),
               HasSubstr("guard.plateau_action: must be one of none, rewarm"));
-  EXPECT_THAT(ParseError("guard:\n  max_retries: -1\n"),
+  EXPECT_THAT(GuardParseError("guard:\n  max_retries: -1\n"),
               HasSubstr("guard.max_retries: must be in [0, 1000] (got -1)"));
-  EXPECT_THAT(ParseError("guard:\n  loss_window: 0\n"),
+  EXPECT_THAT(GuardParseError("guard:\n  loss_window: 0\n"),
               HasSubstr("guard.loss_window: must be in [1,"));
-  EXPECT_THAT(ParseError("guard:\n  plateau_window: -2\n"), HasSubstr("guard.plateau_window"));
-  EXPECT_THAT(ParseError("guard:\n  lr_factor: 0\n"),
+  EXPECT_THAT(GuardParseError("guard:\n  plateau_window: -2\n"), HasSubstr("guard.plateau_window"));
+  EXPECT_THAT(GuardParseError("guard:\n  lr_factor: 0\n"),
               HasSubstr("guard.lr_factor: must be in (0, 1]"));
-  EXPECT_THAT(ParseError("guard:\n  lr_factor: 1.5\n"), HasSubstr("guard.lr_factor"));
-  EXPECT_THAT(ParseError("guard:\n  loss_spike_factor: 0.5\n"),
+  EXPECT_THAT(GuardParseError("guard:\n  lr_factor: 1.5\n"), HasSubstr("guard.lr_factor"));
+  EXPECT_THAT(GuardParseError("guard:\n  loss_spike_factor: 0.5\n"),
               HasSubstr("guard.loss_spike_factor: must be 0 (off) or in (1,"));
-  EXPECT_THAT(ParseError("guard:\n  update_bound: -1\n"), HasSubstr("guard.update_bound"));
-  EXPECT_THAT(ParseError("guard:\n  update_bound: .nan\n"), HasSubstr("guard.update_bound"));
-  EXPECT_THAT(ParseError("guard:\n  plateau_min_delta: -0.1\n"),
+  EXPECT_THAT(GuardParseError("guard:\n  update_bound: -1\n"), HasSubstr("guard.update_bound"));
+  EXPECT_THAT(GuardParseError("guard:\n  update_bound: .nan\n"), HasSubstr("guard.update_bound"));
+  EXPECT_THAT(GuardParseError("guard:\n  plateau_min_delta: -0.1\n"),
               HasSubstr("guard.plateau_min_delta"));
-  EXPECT_THAT(ParseError("guard:\n  skip_batches: maybe\n"), HasSubstr("guard.skip_batches"));
-  EXPECT_THAT(ParseError("guard:\n  retries: 3\n"), HasSubstr("guard.retries: unknown key"));
+  EXPECT_THAT(GuardParseError("guard:\n  skip_batches: maybe\n"), HasSubstr("guard.skip_batches"));
+  EXPECT_THAT(GuardParseError("guard:\n  retries: 3\n"), HasSubstr("guard.retries: unknown key"));
 }
 
 }  // namespace

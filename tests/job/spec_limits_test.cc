@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-std::string ParseError(const std::string& yaml) {
+std::string LimitsParseError(const std::string& yaml) {
   absl::StatusOr<JobConfig> config = ParseJobConfig(yaml, {}, "spec");
   EXPECT_FALSE(config.ok()) << "parsed unexpectedly:\n" << yaml.substr(0, 500);
   if (config.ok()) return "";
@@ -43,7 +43,7 @@ std::string AliasBomb(int levels) {
 TEST(SpecLimitsTest, ManyProblemsGiveAShortError) {
   std::string yaml;
   for (int i = 0; i < 5000; ++i) absl::StrAppend(&yaml, "k", i, ": 1\n");
-  const std::string error = ParseError(yaml);
+  const std::string error = LimitsParseError(yaml);
   EXPECT_LT(error.size(), ConfigProblems::kMaxBytes + 200);
   EXPECT_THAT(error, StartsWith("spec: k0: unknown key (allowed: name, model,"));
   EXPECT_THAT(error, HasSubstr("more problems"));
@@ -55,7 +55,7 @@ TEST(SpecLimitsTest, ManyProblemsGiveAShortError) {
 TEST(SpecLimitsTest, SixtyThousandUnknownKeysHitTheNodeLimit) {
   std::string yaml;
   for (int i = 0; i < 60000; ++i) absl::StrAppend(&yaml, "key_number_", i, ": 1\n");
-  const std::string error = ParseError(yaml);
+  const std::string error = LimitsParseError(yaml);
   EXPECT_LT(error.size(), 200u) << error;
   EXPECT_THAT(error, HasSubstr("more than 20000 nodes"));
 }
@@ -64,19 +64,19 @@ TEST(SpecLimitsTest, LongKeysAndValuesAreShortenedInTheError) {
   const std::string key(100000, 'k');
   // An explicit key ("? ..."): yaml-cpp refuses implicit keys longer than 1024 characters.
   const std::string error =
-      ParseError("? " + key + "\n: 1\nname: " + std::string(100000, 'n') + "\n");
+      LimitsParseError("? " + key + "\n: 1\nname: " + std::string(100000, 'n') + "\n");
   EXPECT_LT(error.size(), 2 * ConfigProblems::kMaxLineBytes + 20);
   EXPECT_THAT(error, HasSubstr("kkk..."));
   EXPECT_THAT(error, HasSubstr("name: must be at most 4096 bytes (got 100000)"));
 }
 
 TEST(SpecLimitsTest, AliasBombIsRefusedBeforeLoading) {
-  EXPECT_THAT(ParseError(AliasBomb(9)),
+  EXPECT_THAT(LimitsParseError(AliasBomb(9)),
               AllOf(StartsWith("spec: YAML too large: more than 20000 nodes (aliases counted "
                                "expanded) at line "),
                     Not(HasSubstr("\n"))));
   // Three levels (1,111 nodes expanded) are within the limit: the keys are reported as usual.
-  EXPECT_THAT(ParseError(AliasBomb(3)), HasSubstr("spec: model.l0: unknown key"));
+  EXPECT_THAT(LimitsParseError(AliasBomb(3)), HasSubstr("spec: model.l0: unknown key"));
   EXPECT_THAT(CheckYamlLimits("a: &a [1, *a]\n").message(), HasSubstr("recursive"));
 }
 
@@ -85,7 +85,7 @@ TEST(SpecLimitsTest, DeepNestingIsRefusedBeforeLoading) {
     std::string deep = "name: ";
     for (int i = 0; i < 100000; ++i) deep += open_close[0] == '[' ? "[" : "{a: ";
     for (int i = 0; i < 100000; ++i) deep += open_close[1];
-    EXPECT_THAT(ParseError(deep + "\n"),
+    EXPECT_THAT(LimitsParseError(deep + "\n"),
                 HasSubstr("YAML nested too deeply: more than 32 levels of lists and maps"));
   }
   // Brackets inside plain or quoted scalars are text, not nesting.
@@ -95,7 +95,7 @@ TEST(SpecLimitsTest, DeepNestingIsRefusedBeforeLoading) {
       ParseJobConfig("data: {src_lang: '" + brackets + brackets + "'} # [[[[\n", {}, "spec").ok());
   std::string block;
   for (int i = 0; i < 40; ++i) absl::StrAppend(&block, std::string(2 * i, ' '), "k", i, ":\n");
-  EXPECT_THAT(ParseError(block), HasSubstr("nested too deeply"));
+  EXPECT_THAT(LimitsParseError(block), HasSubstr("nested too deeply"));
 }
 
 TEST(SpecLimitsTest, OverrideValuesHaveTheSameLimits) {
@@ -110,7 +110,7 @@ TEST(SpecLimitsTest, OverrideValuesHaveTheSameLimits) {
 TEST(SpecLimitsTest, ManyAnchorsAreRefused) {
   std::string yaml = "name: x\nunused:\n";
   for (int i = 0; i < 1001; ++i) absl::StrAppend(&yaml, "  - &a", i, " 1\n");
-  EXPECT_THAT(ParseError(yaml), HasSubstr("more than 1000 anchors"));
+  EXPECT_THAT(LimitsParseError(yaml), HasSubstr("more than 1000 anchors"));
 }
 
 TEST(SpecLimitsTest, NulAndControlCharactersInStringsNameTheField) {
@@ -130,17 +130,17 @@ TEST(SpecLimitsTest, NulAndControlCharactersInStringsNameTheField) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.yaml);
-    const std::string error = ParseError(c.yaml);
+    const std::string error = LimitsParseError(c.yaml);
     EXPECT_THAT(error, HasSubstr(c.field + ": must not contain control characters (\\x"));
     // The error itself carries no control character but its line breaks.
     for (char ch : error) EXPECT_TRUE(ch == '\n' || static_cast<unsigned char>(ch) >= 0x20);
   }
   // A NUL in a key is shown escaped.
-  EXPECT_THAT(ParseError("\"na\\0me\": x\n"), HasSubstr("spec: na\\x00me: unknown key"));
+  EXPECT_THAT(LimitsParseError("\"na\\0me\": x\n"), HasSubstr("spec: na\\x00me: unknown key"));
 }
 
 TEST(SpecLimitsTest, InvalidUtf8InStringsIsRefused) {
-  EXPECT_THAT(ParseError("name: \"a\xff\"\n"), HasSubstr("name: must be valid UTF-8"));
+  EXPECT_THAT(LimitsParseError("name: \"a\xff\"\n"), HasSubstr("name: must be valid UTF-8"));
   EXPECT_EQ(ShortenForMessage("\xC3\xA9\xC3\xA9", 3), "\xC3\xA9...");
   EXPECT_EQ(ShortenForMessage("a\xff", 10), "a\\xff");
 }
@@ -170,7 +170,7 @@ TEST(SpecLimitsTest, ExtremeNumbersAreRefusedWithTheirRange) {
         std::string yaml = field;
         yaml.replace(yaml.find('%'), 1, value);
         SCOPED_TRACE(yaml);
-        const std::string error = ParseError(yaml + "\n");
+        const std::string error = LimitsParseError(yaml + "\n");
         // One line naming the field, whatever the value.
         const std::string key = field.substr(
             field.find('{') + 1, field.find(':', field.find('{')) - field.find('{') - 1);
@@ -191,13 +191,13 @@ TEST(SpecLimitsTest, CapsAreInclusive) {
       "scheduling: {max_restarts: 1000}\n",
       {}, "spec");
   EXPECT_TRUE(config.ok()) << config.status();
-  EXPECT_THAT(ParseError("model: {d_model: 65537}\n"),
+  EXPECT_THAT(LimitsParseError("model: {d_model: 65537}\n"),
               HasSubstr("model.d_model: must be <= 65536 (got 65537)"));
-  EXPECT_THAT(ParseError("data: {temperature: 0.001}\n"),
+  EXPECT_THAT(LimitsParseError("data: {temperature: 0.001}\n"),
               HasSubstr("data.temperature: must be in [0.01, 1000] (got 0.001)"));
   std::string labels = "scheduling:\n  labels:\n";
   for (int i = 0; i < 65; ++i) absl::StrAppend(&labels, "    l", i, ": v\n");
-  EXPECT_THAT(ParseError(labels), HasSubstr("scheduling.labels: at most 64 labels (got 65)"));
+  EXPECT_THAT(LimitsParseError(labels), HasSubstr("scheduling.labels: at most 64 labels (got 65)"));
 }
 
 }  // namespace

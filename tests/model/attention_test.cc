@@ -24,8 +24,8 @@ class AttentionTest : public ::testing::Test {
   AttentionBackend saved_ = AttentionBackend::kAuto;
 };
 
-void ExpectClose(const torch::Tensor& actual, const torch::Tensor& expected, double tol,
-                 const std::string& what) {
+void ExpectAttentionClose(const torch::Tensor& actual, const torch::Tensor& expected, double tol,
+                          const std::string& what) {
   ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
   ASSERT_TRUE(torch::isfinite(actual).all().item<bool>()) << what << ": not finite";
   const double diff = (actual - expected).abs().max().item<double>();
@@ -84,10 +84,10 @@ TEST_F(AttentionTest, ReferenceMatchesTheFusedKernelsWhereAQuerySeesNoKey) {
     grads[i].push_back(xi.grad());
     for (const auto& p : attn->parameters()) grads[i].push_back(p.grad().clone());
   }
-  ExpectClose(outs[0], outs[1], 1e-5, "output");
-  ExpectClose(outs[0][0][0], attn->out_proj->bias.detach(), 1e-6, "query without keys");
+  ExpectAttentionClose(outs[0], outs[1], 1e-5, "output");
+  ExpectAttentionClose(outs[0][0][0], attn->out_proj->bias.detach(), 1e-6, "query without keys");
   for (size_t k = 0; k < grads[0].size(); ++k) {
-    ExpectClose(grads[0][k], grads[1][k], 1e-4, "gradient " + std::to_string(k));
+    ExpectAttentionClose(grads[0][k], grads[1][k], 1e-4, "gradient " + std::to_string(k));
   }
 }
 
@@ -109,7 +109,7 @@ TEST_F(AttentionTest, ReferenceCachedDecodingMatchesTheFullCausalPass) {
       parts.push_back(attn(step, step, torch::Tensor(), true, &cache));
       at += len;
     }
-    ExpectClose(torch::cat(parts, 1), full, 1e-5, "round " + std::to_string(round));
+    ExpectAttentionClose(torch::cat(parts, 1), full, 1e-5, "round " + std::to_string(round));
   }
 }
 

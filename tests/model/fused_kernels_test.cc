@@ -33,8 +33,8 @@ class FusedKernelsTest : public ::testing::Test {
   bool saved_ = true;
 };
 
-void ExpectClose(const torch::Tensor& actual, const torch::Tensor& expected, double tol,
-                 const std::string& what) {
+void ExpectFusedClose(const torch::Tensor& actual, const torch::Tensor& expected, double tol,
+                      const std::string& what) {
   ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
   const double diff = (actual - expected).abs().max().item<double>();
   const double scale = std::max(1.0, expected.abs().max().item<double>());
@@ -57,13 +57,13 @@ TEST_F(FusedKernelsTest, GemmMatchesAtenForEveryTransposeAndStride) {
         torch::Tensor op_b = tb ? b.narrow(1, 0, k).t() : b.narrow(1, 0, n);
         torch::Tensor expected = 1.5 * torch::mm(op_a, op_b) + beta * c0.narrow(1, 0, n);
         const std::string what = "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
-        ExpectClose(c.narrow(1, 0, n), expected, 1e-5, what);
+        ExpectFusedClose(c.narrow(1, 0, n), expected, 1e-5, what);
         // Columns past n are untouched.
         EXPECT_TRUE(torch::equal(c.narrow(1, n, 11 - n), c0.narrow(1, n, 11 - n))) << what;
         torch::Tensor c_aten = c0.clone();
         GemmAten(ta, tb, m, n, k, 1.5f, a.data_ptr<float>(), 16, b.data_ptr<float>(), 12, beta,
                  c_aten.data_ptr<float>(), 11);
-        ExpectClose(c_aten.narrow(1, 0, n), expected, 1e-5, what + " (ATen)");
+        ExpectFusedClose(c_aten.narrow(1, 0, n), expected, 1e-5, what + " (ATen)");
       }
     }
   }
@@ -74,7 +74,7 @@ TEST_F(FusedKernelsTest, GemmWithBetaZeroIgnoresGarbageInOutput) {
   torch::Tensor c = torch::full({3, 2}, std::numeric_limits<float>::quiet_NaN());
   Gemm(false, false, 3, 2, 4, 1.0f, a.data_ptr<float>(), 4, b.data_ptr<float>(), 2, 0.0f,
        c.data_ptr<float>(), 2);
-  ExpectClose(c, torch::mm(a, b), 1e-6, "beta 0");
+  ExpectFusedClose(c, torch::mm(a, b), 1e-6, "beta 0");
 }
 
 TEST_F(FusedKernelsTest, DropoutMaskKeepsOneMinusPAndFollowsTheGenerator) {
@@ -125,12 +125,12 @@ TEST_F(FusedKernelsTest, ResidualLayerNormMatchesAtenValuesAndGradients) {
     torch::Tensor y = ResidualLayerNorm(fused[0], fused[1], fused[2], fused[3], alpha, 0.1, 1e-5,
                                         /*training=*/false);  // Dropout off outside training.
     torch::Tensor y_ref = ReferenceResidualLayerNorm(ref[0], ref[1], ref[2], ref[3], alpha, 1e-5);
-    ExpectClose(y, y_ref, 1e-5, "forward");
+    ExpectFusedClose(y, y_ref, 1e-5, "forward");
     (y * up).sum().backward();
     (y_ref * up).sum().backward();
     const char* names[] = {"x", "branch", "weight", "bias"};
     for (size_t i = 0; i < 4; ++i) {
-      ExpectClose(fused[i].grad(), ref[i].grad(), 1e-4, names[i]);
+      ExpectFusedClose(fused[i].grad(), ref[i].grad(), 1e-4, names[i]);
     }
   }
 }
@@ -150,11 +150,11 @@ TEST_F(FusedKernelsTest, ResidualLayerNormDropoutIsInvertedAndGradientsFollowThe
   torch::Tensor masked = branch.detach() * kept.to(torch::kFloat) / (1 - p);
   torch::Tensor expected =
       ReferenceResidualLayerNorm(x.detach(), masked, w.detach(), b.detach(), 1.5, 1e-5);
-  ExpectClose(y.detach(), expected, 1e-5, "forward with dropout");
+  ExpectFusedClose(y.detach(), expected, 1e-5, "forward with dropout");
   // x's gradient is alpha times the layer-norm input gradient; the kept branch entries carry
   // the same gradient scaled by 1 / (1 - p) / alpha.
   torch::Tensor ratio = (branch.grad() / x.grad()).masked_select(kept);
-  ExpectClose(ratio, torch::full_like(ratio, 1.0 / (1 - p) / 1.5), 1e-3, "gradient ratio");
+  ExpectFusedClose(ratio, torch::full_like(ratio, 1.0 / (1 - p) / 1.5), 1e-3, "gradient ratio");
 }
 
 // Reference attention with ATen ops: q [B, T, D], k and v [B, S, D].
@@ -190,11 +190,11 @@ TEST_F(FusedKernelsTest, SelfAttentionMatchesAtenWithPaddingAndCausalMasks) {
       torch::Tensor ref = ReferenceAttention(parts[0], parts[1], parts[2], heads, mask, causal, 0.4);
       const std::string what =
           std::string(causal ? "causal" : "full") + (with_padding ? " padded" : "");
-      ExpectClose(out, ref, 1e-5, what);
+      ExpectFusedClose(out, ref, 1e-5, what);
       torch::Tensor up = torch::randn({b, l, d});
       (out * up).sum().backward();
       (ref * up).sum().backward();
-      ExpectClose(qkv.grad(), qkv_ref.grad(), 1e-4, what + " gradient");
+      ExpectFusedClose(qkv.grad(), qkv_ref.grad(), 1e-4, what + " gradient");
     }
   }
 }
@@ -210,12 +210,12 @@ TEST_F(FusedKernelsTest, CrossAttentionMatchesAten) {
   torch::Tensor out = AttentionCore(q, kv, heads, padding, false, 0.5, 0.0, true);
   auto parts = kv_ref.split(d, 2);
   torch::Tensor ref = ReferenceAttention(q_ref, parts[0], parts[1], heads, padding, false, 0.5);
-  ExpectClose(out, ref, 1e-5, "forward");
+  ExpectFusedClose(out, ref, 1e-5, "forward");
   torch::Tensor up = torch::randn({b, t, d});
   (out * up).sum().backward();
   (ref * up).sum().backward();
-  ExpectClose(q.grad(), q_ref.grad(), 1e-4, "q gradient");
-  ExpectClose(kv.grad(), kv_ref.grad(), 1e-4, "kv gradient");
+  ExpectFusedClose(q.grad(), q_ref.grad(), 1e-4, "q gradient");
+  ExpectFusedClose(kv.grad(), kv_ref.grad(), 1e-4, "kv gradient");
 }
 
 TEST_F(FusedKernelsTest, QueryThatSeesNoKeyGetsZerosNotNaN) {
@@ -277,12 +277,12 @@ TEST_F(FusedKernelsTest, FeedForwardBlockMatchesAtenForReluAndGelu) {
     torch::Tensor ref = torch::layer_norm(
         1.3 * r[0] + torch::nn::functional::linear(hidden, r[3], r[4]), {8}, r[5], r[6], 1e-5);
     const std::string what = gelu ? "gelu" : "relu";
-    ExpectClose(y, ref, 1e-5, what);
+    ExpectFusedClose(y, ref, 1e-5, what);
     torch::Tensor up = torch::randn_like(ref);
     (y * up).sum().backward();
     (ref * up).sum().backward();
     for (size_t i = 0; i < p.size(); ++i) {
-      ExpectClose(p[i].grad(), r[i].grad(), 1e-4, what + " gradient " + std::to_string(i));
+      ExpectFusedClose(p[i].grad(), r[i].grad(), 1e-4, what + " gradient " + std::to_string(i));
     }
   }
 }
@@ -314,13 +314,13 @@ TEST_F(FusedKernelsTest, AttentionBlockMatchesAtenForSelfAndCrossAttention) {
     torch::Tensor ref =
         torch::layer_norm(0.8 * r[0] + F::linear(attn, r[8], r[9]), {d}, r[10], r[11], 1e-5);
     const std::string what = cross ? "cross" : "self";
-    ExpectClose(y, ref, 1e-5, what);
+    ExpectFusedClose(y, ref, 1e-5, what);
     torch::Tensor up = torch::randn_like(ref);
     (y * up).sum().backward();
     (ref * up).sum().backward();
     for (size_t i = 0; i < p.size(); ++i) {
       if (!cross && i == 1) continue;  // memory unused for self-attention
-      ExpectClose(p[i].grad(), r[i].grad(), 1e-4, what + " gradient " + std::to_string(i));
+      ExpectFusedClose(p[i].grad(), r[i].grad(), 1e-4, what + " gradient " + std::to_string(i));
     }
   }
 }
@@ -409,10 +409,10 @@ TEST_F(FusedKernelsTest, ModelsTrainTheSameWithAndWithoutFusedKernels) {
     }
     const std::string what = "norm " + std::to_string(static_cast<int>(norm)) + " activation " +
                              std::to_string(static_cast<int>(activation));
-    ExpectClose(logits[0], logits[1], 1e-4, what + " logits");
+    ExpectFusedClose(logits[0], logits[1], 1e-4, what + " logits");
     const auto names = model->named_parameters().keys();
     for (size_t i = 0; i < grads[0].size(); ++i) {
-      ExpectClose(grads[0][i], grads[1][i], 1e-3, what + " " + names[i]);
+      ExpectFusedClose(grads[0][i], grads[1][i], 1e-3, what + " " + names[i]);
     }
    }
   }
