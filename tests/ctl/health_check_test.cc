@@ -66,7 +66,7 @@ TEST_F(HealthCheckTest, NotServingIsAnError) {
 }
 
 TEST_F(HealthCheckTest, NothingListeningIsUnreachable) {
-  const int closed = testing::UnusedLoopbackPort();
+  const int closed = ::deepnet::testing::UnusedLoopbackPort();
   ASSERT_GT(closed, 0);
   EXPECT_EQ(Run({"health", "127.0.0.1:" + std::to_string(closed), "--timeout", "2s"}),
             kExitUnreachable);
