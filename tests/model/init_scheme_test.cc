@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <ostream>
 #include <string>
 
 #include "model/initialization.h"
@@ -71,6 +72,14 @@ struct Case {
   NormVariant norm;
 };
 
+// How gtest prints a Case (CTest's test names carry it): without it gtest printed the struct's
+// bytes, padding included, so the names changed from one listing to the next.
+std::string CaseName(const Case& c) {
+  return "L" + std::to_string(c.enc) + "_" + std::to_string(c.dec) + "_d" + std::to_string(c.d) +
+         "_ffn" + std::to_string(c.ffn) + "_" + std::string(ToString(c.norm));
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << CaseName(c); }
+
 class InitSchemeTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(InitSchemeTest, MeasuredWeightStdMatchesTheFormulaUnderBothSchemes) {
@@ -125,7 +134,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, InitSchemeTest,
                                            Case{18, 18, 64, 128, NormVariant::kDeepNorm},
                                            Case{50, 50, 64, 128, NormVariant::kDeepNorm},
                                            Case{3, 3, 64, 128, NormVariant::kPostLn},
-                                           Case{4, 4, 64, 128, NormVariant::kDeepNormPreLn}));
+                                           Case{4, 4, 64, 128, NormVariant::kDeepNormPreLn}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return CaseName(info.param);
+                         });
 
 TEST(InitSchemeBiasTest, ScaledDefaultBiasesFollowNnLinearTimesBeta) {
   const DeepNetConfig config = Shape(20, 20, 64, 128, InitScheme::kScaledDefault);
