@@ -32,11 +32,21 @@ static_assert(kExitTerminated == job::kStoppedCheckpointedExitCode);
 static_assert(kExitStoppedNothingTrained == job::kStoppedNothingTrainedExitCode);
 static_assert(kExitStoppedUnsaved == job::kStoppedUnsavedExitCode);
 
+namespace {
+
+// Writes "WHO TEXT\n" with one write: ranks launched together share one terminal or log file,
+// and a line written piece by piece can get another rank's output in its middle.
+void Say(std::ostream& err, const std::string& who, const std::string& text) {
+  err << absl::StrCat(who, text, "\n") << std::flush;
+}
+
+}  // namespace
+
 int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::ostream& out,
              std::ostream& err) {
   auto config = job::LoadJobConfig(command.config_path, command.overrides);
   if (!config.ok()) {
-    err << "deepnet train: " << config.status().message() << "\n";
+    Say(err, "deepnet train: ", std::string(config.status().message()));
     return kExitBadInput;
   }
   if (command.validate_only) {
@@ -48,7 +58,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   startup.SetPhase("detecting the launcher");
   auto launch = comm::DetectLaunchEnv();
   if (!launch.ok()) {
-    err << "deepnet train: " << launch.status().message() << "\n";
+    Say(err, "deepnet train: ", std::string(launch.status().message()));
     return kExitBadInput;
   }
   // Started by deepnet-worker: end with it (see parent_watch.h).
@@ -73,7 +83,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   // CUDA_VISIBLE_DEVICES to its slot's GPU and names 0), else local rank mod visible GPUs.
   auto device = train::PinRankDevice(config->runtime.device, *launch);
   if (!device.ok()) {
-    err << "deepnet train: " << device.status().message() << "\n";
+    Say(err, "deepnet train: ", std::string(device.status().message()));
     return kExitBadInput;
   }
   config->runtime.device = device->device;
@@ -93,7 +103,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   if (world_size > 1) {
     auto backend = comm::ParseCommBackend(config->parallel.backend);
     if (!backend.ok()) {
-      err << who << "parallel.backend: " << backend.status().message() << "\n";
+      Say(err, who, absl::StrCat("parallel.backend: ", backend.status().message()));
       return kExitBadInput;
     }
     comm::CommOptions options;
@@ -113,17 +123,17 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     if (options.backend == comm::CommBackendKind::kGloo) {
       auto address = comm::SelectGlooAddress(*launch, comm::RendezvousHost(options, *launch));
       if (!address.ok()) {
-        err << who << address.status().message() << "\n";
+        Say(err, who, std::string(address.status().message()));
         return absl::IsInvalidArgument(address.status()) ? kExitBadInput : kExitFailure;
       }
       options.gloo_hostname = address->address;
-      err << who << "gloo binds " << address->address << " (" << address->source << ")\n";
+      Say(err, who, absl::StrCat("gloo binds ", address->address, " (", address->source, ")"));
     }
     startup.SetPhase(
         absl::StrCat("waiting at the rendezvous for the other ", world_size - 1, " rank(s)"));
     auto opened = comm::OpenWorld(options, *launch);
     if (!opened.ok()) {
-      err << who << opened.status().message() << "\n";
+      Say(err, who, std::string(opened.status().message()));
       return absl::IsInvalidArgument(opened.status()) ? kExitBadInput : kExitFailure;
     }
     world = *std::move(opened);
@@ -142,7 +152,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   if (const char* fault = std::getenv("DEEPNET_GUARD_FAULT"); fault != nullptr && *fault) {
     auto hook = train::ParseGuardFault(fault, launch->rank);
     if (!hook.ok()) {
-      err << "deepnet train: " << hook.status().message() << "\n";
+      Say(err, "deepnet train: ", std::string(hook.status().message()));
       return kExitBadInput;
     }
     io.step_fault = *std::move(hook);
@@ -160,12 +170,12 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   startup.Disarm();
   auto trainer = train::Trainer::Create(*config, io, world.comm.get());
   if (!trainer.ok() && storage::IsFencedOut(trainer.status())) {
-    err << who << "fenced out: " << trainer.status().message() << "\n";
+    Say(err, who, absl::StrCat("fenced out: ", trainer.status().message()));
     if (world.comm) world.comm->Abort(std::string(trainer.status().message()));
     return kExitFencedOut;
   }
   if (!trainer.ok()) {
-    err << who << trainer.status().message() << "\n";
+    Say(err, who, std::string(trainer.status().message()));
     // Peers blocked on this rank fail now rather than at their timeout.
     if (world.comm) world.comm->Abort(std::string(trainer.status().message()));
     return absl::IsInvalidArgument(trainer.status()) || absl::IsFailedPrecondition(trainer.status())
@@ -175,12 +185,12 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   auto summary = (*trainer)->Run();
   if (!summary.ok() && storage::IsFencedOut(summary.status())) {
     // Nothing of this attempt was committed; the folder belongs to the job's newer attempt.
-    err << who << "fenced out: " << summary.status().message() << "\n";
+    Say(err, who, absl::StrCat("fenced out: ", summary.status().message()));
     if (world.comm) world.comm->Abort(std::string(summary.status().message()));
     return kExitFencedOut;
   }
   if (!summary.ok()) {
-    err << who << summary.status().message() << "\n";
+    Say(err, who, std::string(summary.status().message()));
     // Every rank took the guard's decision: no peer waits on this one.
     if (train::IsGuardFailure(summary.status())) return kExitGuardExhausted;
     if (world.comm) world.comm->Abort(std::string(summary.status().message()));
@@ -190,7 +200,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     const StopEnding ending =
         DescribeSignalStop(summary->start_step, summary->final_step, summary->last_checkpoint,
                            !config->checkpoint.dir.empty());
-    err << who << ending.message << "\n";
+    Say(err, who, ending.message);
     return ending.exit_code;
   }
   return kExitOk;
