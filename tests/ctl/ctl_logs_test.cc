@@ -5,9 +5,11 @@
 
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ctl/ctl_app.h"
+#include "tests/ctl/run_ctl.h"
 #include "tests/ctl/fake_job_service.h"
 
 namespace deepnet::ctl {
@@ -34,16 +36,8 @@ class CtlLogsTest : public ::testing::Test {
   testing::FakeJobService& fake() { return server_.service(); }
 
   int Run(std::vector<std::string> args) {
-    out_.str("");
-    err_.str("");
-    args.insert(args.begin(), {"deepnetctl", "--coordinator", server_.address()});
-    std::vector<const char*> argv;
-    for (const auto& a : args) argv.push_back(a.c_str());
-    CtlEnvironment env;
-    env.getenv = [](const std::string&) { return std::string(); };
-    env.out = &out_;
-    env.err = &err_;
-    return RunDeepnetctl(static_cast<int>(argv.size()), argv.data(), env);
+    args.insert(args.begin(), {"--coordinator", server_.address()});
+    return testing::RunCtlQuietEnv(std::move(args), out_, err_);
   }
 
   testing::FakeServer server_;

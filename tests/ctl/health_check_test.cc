@@ -8,9 +8,11 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ctl/ctl_app.h"
+#include "tests/ctl/run_ctl.h"
 #include "ctl/exit_codes.h"
 #include "tests/loopback.h"
 
@@ -32,16 +34,7 @@ class HealthCheckTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(); }
 
   int Run(std::vector<std::string> args) {
-    out_.str("");
-    err_.str("");
-    args.insert(args.begin(), "deepnetctl");
-    std::vector<const char*> argv;
-    for (const auto& a : args) argv.push_back(a.c_str());
-    CtlEnvironment env;
-    env.getenv = [](const std::string&) { return std::string(); };
-    env.out = &out_;
-    env.err = &err_;
-    return RunDeepnetctl(static_cast<int>(argv.size()), argv.data(), env);
+    return testing::RunCtlQuietEnv(std::move(args), out_, err_);
   }
 
   int port_ = 0;

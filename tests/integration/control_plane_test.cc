@@ -76,19 +76,9 @@ class ControlPlaneTest : public ::testing::Test {
   }
 
   std::vector<v1::JobEvent> Events(const std::string& id) {
-    v1::WatchJobRequest request;
-    request.set_job_id(id);
-    request.set_from_sequence(1);
-    grpc::ClientContext context;
-    rpc::PrepareContext(&context, kAliceToken, std::chrono::seconds(30));
-    std::unique_ptr<grpc::ClientReader<v1::WatchJobResponse>> reader =
-        jobs_->WatchJob(&context, request);
-    std::vector<v1::JobEvent> out;
-    v1::WatchJobResponse item;
-    while (reader->Read(&item)) {
-      if (item.has_event()) out.push_back(item.event());
-    }
-    EXPECT_TRUE(reader->Finish().ok());
+    bool finished = false;
+    std::vector<v1::JobEvent> out = JobEventsAs(*jobs_, id, &finished);
+    EXPECT_TRUE(finished);
     return out;
   }
 

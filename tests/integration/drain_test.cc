@@ -97,20 +97,10 @@ TEST(DrainTest, SigtermedWorkerDrainsAndItsJobResumesOnTheOtherFromItsCheckpoint
                       std::chrono::seconds(60)))
       << logs();
   // The rank's exit event says its state was in a checkpoint when it stopped.
-  v1::WatchJobRequest watch;
-  watch.set_job_id(id);
-  watch.set_from_sequence(1);
-  grpc::ClientContext watch_context;
-  rpc::PrepareContext(&watch_context, kAliceToken, std::chrono::seconds(30));
-  std::unique_ptr<grpc::ClientReader<v1::WatchJobResponse>> reader =
-      jobs->WatchJob(&watch_context, watch);
   bool described = false;
-  v1::WatchJobResponse item;
-  while (reader->Read(&item)) {
-    if (item.has_event() && item.event().worker_id() == "w1" &&
-        item.event().type() == v1::JOB_EVENT_TYPE_RANK_EXITED) {
-      EXPECT_THAT(item.event().message(),
-                  HasSubstr("stopped with its state in the checkpoint of step"));
+  for (const v1::JobEvent& event : JobEventsAs(*jobs, id)) {
+    if (event.worker_id() == "w1" && event.type() == v1::JOB_EVENT_TYPE_RANK_EXITED) {
+      EXPECT_THAT(event.message(), HasSubstr("stopped with its state in the checkpoint of step"));
       described = true;
     }
   }

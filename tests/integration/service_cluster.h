@@ -99,6 +99,28 @@ inline grpc::Status SubmitJobAs(v1::JobService::Stub& jobs, const std::string& y
   return s;
 }
 
+// Every event of job `id` so far (WatchJob from the first sequence, as the holder of `token`);
+// `finished` says whether the stream ended cleanly.
+inline std::vector<v1::JobEvent> JobEventsAs(v1::JobService::Stub& jobs, const std::string& id,
+                                             bool* finished = nullptr,
+                                             const char* token = kAliceToken) {
+  v1::WatchJobRequest request;
+  request.set_job_id(id);
+  request.set_from_sequence(1);
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, token, std::chrono::seconds(30));
+  std::unique_ptr<grpc::ClientReader<v1::WatchJobResponse>> reader =
+      jobs.WatchJob(&context, request);
+  std::vector<v1::JobEvent> out;
+  v1::WatchJobResponse item;
+  while (reader->Read(&item)) {
+    if (item.has_event()) out.push_back(item.event());
+  }
+  const bool ok = reader->Finish().ok();
+  if (finished != nullptr) *finished = ok;
+  return out;
+}
+
 // Whether `account` may execute `path`, every folder above it included (a checkout under a 0700
 // folder such as /root is not reachable by it): asked in a child that takes the account's ids.
 inline bool AccountCanExecute(const std::pair<uid_t, gid_t>& account, const std::string& path) {
