@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/sqlite_db.h"
+#include "storage/atomic_file.h"
 
 namespace deepnet::coordinator {
 
@@ -80,6 +81,8 @@ absl::StatusOr<int64_t> BackupJobStore(const std::string& db_path, const std::st
     return absl::InternalError(
         absl::StrCat("job store backup: cannot rename ", tmp, " to ", to, ": ", err.message()));
   }
+  // The rename itself must reach the disk before "backed up" is printed.
+  if (absl::Status synced = storage::FsyncParentFolder(to); !synced.ok()) return synced;
   return jobs;
 }
 
