@@ -188,14 +188,13 @@ absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec, int rank) {
     f.kind = std::string(kind);
     absl::string_view when = item.substr(at + 1);
     // ":rankR" limits the item to world rank R (the other ranks learn of it from the guard).
+    int only = -1;
     if (const size_t colon = when.find(":rank"); colon != absl::string_view::npos) {
-      int only = -1;
       if (!absl::SimpleAtoi(when.substr(colon + 5), &only) || only < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("DEEPNET_GUARD_FAULT: '", item, "': the rank must be an integer >= 0"));
       }
       when = when.substr(0, colon);
-      if (only != rank) continue;  // Parsed and checked, but not this rank's.
     }
     f.repeat = absl::ConsumeSuffix(&when, "..");
     int64_t step = 0;
@@ -203,6 +202,9 @@ absl::StatusOr<StepFault> ParseGuardFault(const std::string& spec, int rank) {
       return absl::InvalidArgumentError(
           absl::StrCat("DEEPNET_GUARD_FAULT: '", item, "': the step must be an integer >= 1"));
     }
+    // Every rank checks every item (so all accept or all refuse the variable); only the named
+    // rank, if one is named, injects it.
+    if (only >= 0 && only != rank) continue;
     (*faults)[step] = f;
   }
   return StepFault([faults](StepMetrics* m) {
