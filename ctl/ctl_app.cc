@@ -221,8 +221,6 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
   if (all_users) list_args.owner = "*";
   if (logs_rank >= 0) logs_args.rank = logs_rank;
 
-  absl::StatusOr<std::string> token = Token(flags, env);
-  if (!token.ok()) return UsageError(std::string(token.status().message()), env);
   rpc::ChannelOptions channel_options;
   channel_options.address =
       !flags.coordinator.empty() ? flags.coordinator : Env(env, "DEEPNET_COORDINATOR");
@@ -234,7 +232,10 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = rpc::MakeChannel(channel_options);
   if (!channel.ok()) return UsageError(std::string(channel.status().message()), env);
 
+  // The health check needs no token: a probe must not fail on a missing token file.
   if (health->parsed()) return RunHealth(*channel, timeout, *env.out, *env.err);
+  absl::StatusOr<std::string> token = Token(flags, env);
+  if (!token.ok()) return UsageError(std::string(token.status().message()), env);
 
   JobClientOptions client_options;
   client_options.token = *token;

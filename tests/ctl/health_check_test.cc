@@ -51,6 +51,13 @@ TEST_F(HealthCheckTest, ServingWithoutAToken) {
   EXPECT_EQ(Run({"--coordinator", address, "health"}), kExitOk) << err_.str();
 }
 
+// A probe's environment may name a token file it cannot read: the health check needs none.
+TEST_F(HealthCheckTest, ATokenFileThatCannotBeReadDoesNotMatter) {
+  const std::string address = "127.0.0.1:" + std::to_string(port_);
+  EXPECT_EQ(Run({"--token-file", "/nonexistent/token", "health", address}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "SERVING\n");
+}
+
 TEST_F(HealthCheckTest, NotServingIsAnError) {
   server_->GetHealthCheckService()->SetServingStatus(false);
   EXPECT_EQ(Run({"health", "127.0.0.1:" + std::to_string(port_)}), kExitOther);
