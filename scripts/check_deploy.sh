@@ -247,8 +247,6 @@ check_all() {
 }
 
 # Runs the checks on a copy of deploy/ broken by `mutation` (a shell snippet run in the copy) and
-# expects the check whose name matches `expected` (a grep -E pattern) to fail.
-# Runs the checks on a copy of deploy/ broken by `mutation` (a shell snippet run in the copy) and
 # expects the check whose name matches `expected` (a grep -E pattern) to fail, and where `detail`
 # is given, a message line matching it (the file, object and reason).
 expect_rejected() {

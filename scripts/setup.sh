@@ -31,6 +31,11 @@ PACKAGES=(
   debian-archive-keyring  # verifies trixie's index for the LibTorch 2.x CUDA headers (below)
 )
 
+# Node.js and npm for the deploy schema checks (ctest -L npm: kubernetes-models, @grafana/schema,
+# installed by the test itself with `npm ci` into the build tree). Only when absent: a machine
+# with another Node.js (e.g. NodeSource's, which bundles npm) keeps it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -44,17 +49,6 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "[setup] all ${#PACKAGES[@]} packages present"
-fi
-
-# Node.js and npm for the deploy schema checks (ctest -L npm: kubernetes-models, @grafana/schema,
-# installed by the test itself with `npm ci` into the build tree). Only when absent: a machine
-# with another Node.js (e.g. NodeSource's, which bundles npm) keeps it.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  echo "[setup] installing Debian's nodejs and npm"
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nodejs npm
 fi
 
 # OpenBLAS must be the BLAS LibTorch loads (it is the highest-priority alternative once installed).
