@@ -65,17 +65,19 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   if (const char* daemon = std::getenv("DEEPNET_WORKER_PID"); daemon != nullptr && *daemon) {
     int pid = 0;
     if (!absl::SimpleAtoi(daemon, &pid) || pid <= 1) {
-      err << "deepnet train: DEEPNET_WORKER_PID=" << daemon << " is not a process id\n";
+      Say(err,
+          "deepnet train: ", absl::StrCat("DEEPNET_WORKER_PID=", daemon, " is not a process id"));
       return kExitBadInput;
     }
     ExitWhenParentDies(pid, std::chrono::seconds(1));
   }
   const int64_t world_size = config->parallel.world_size();
   if (launch->world_size != world_size) {
-    err << "deepnet train: parallel: the launcher (" << launch->launcher << ") started "
-        << launch->world_size << " rank(s) but parallel.pipeline_stages x parallel.data_parallel = "
-        << config->parallel.pipeline_stages << " x " << config->parallel.data_parallel << " = "
-        << world_size << "\n";
+    Say(err, "deepnet train: ",
+        absl::StrCat("parallel: the launcher (", launch->launcher, ") started ", launch->world_size,
+                     " rank(s) but parallel.pipeline_stages x parallel.data_parallel = ",
+                     config->parallel.pipeline_stages, " x ", config->parallel.data_parallel, " = ",
+                     world_size));
     return kExitBadInput;
   }
   // One GPU per rank, picked once, current before anything else touches CUDA, and used for
