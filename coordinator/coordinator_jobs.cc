@@ -299,8 +299,7 @@ void Coordinator::FinishStop(JobRuntime& job) {
   }
   if (job.record.state != JobState::kRecovering) return;
   const RecoveryCause cause = job.record.last_recovery_cause.value_or(RecoveryCause::kWorkerExit);
-  // A worker that shut down is no failure of the job: its restart is not counted.
-  const bool counted = cause != RecoveryCause::kWorkerDrained;
+  const bool counted = CountsAgainstMaxRestarts(cause);
   if (counted && job.record.restarts >= job.record.max_restarts) {
     (void)Move(job, JobState::kFailed,
                absl::StrCat("gave up after ", job.record.restarts, " restart(s) (max_restarts ",

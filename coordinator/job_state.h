@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,12 @@ enum class RecoveryCause {
   // stopped to checkpoint. The restart does not count against max_restarts.
   kWorkerDrained,
 };
+
+// Whether a restart after `cause` uses one of the job's max_restarts (a job whose cause is
+// unknown counts it). A worker that shut down is no failure of the job.
+inline bool CountsAgainstMaxRestarts(std::optional<RecoveryCause> cause) {
+  return cause != RecoveryCause::kWorkerDrained;
+}
 
 // Every state, in declaration order.
 const std::vector<JobState>& AllJobStates();

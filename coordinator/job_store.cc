@@ -105,10 +105,9 @@ absl::Status ApplyStateChange(const StateChange& change, int64_t now_ms, JobReco
         " for ", ToString(change.expected), " -> ", ToString(change.to),
         to_recovering ? "" : " when the target is RECOVERING"));
   }
-  // A restart after a worker shut down (WORKER_DRAINED) is no failure of the job: uncounted.
   const bool restart = change.expected == JobState::kRecovering &&
                        change.to == JobState::kPlacing &&
-                       record->last_recovery_cause != RecoveryCause::kWorkerDrained;
+                       CountsAgainstMaxRestarts(record->last_recovery_cause);
   if (restart && record->restarts >= record->max_restarts) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", record->id, " has used ", record->restarts, " of ",
