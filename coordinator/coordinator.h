@@ -345,6 +345,9 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BeginStop(JobRuntime& job, AfterStop after, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stopping job's ranks on a draining worker are stopped by that worker with its own grace
+  // period, which may be longer than the usual stop: pushes the job's stop deadline past it.
+  void AllowForDrainingWorkers(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFinishStop(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishStop(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

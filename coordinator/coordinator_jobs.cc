@@ -257,11 +257,22 @@ void Coordinator::BeginStop(JobRuntime& job, AfterStop after, const std::string&
   job.reattached.clear();
   job.reattach_exits.clear();
   job.reattaching = false;
+  AllowForDrainingWorkers(job);
   for (const auto& [worker_id, unused] : to_stop) {
     SendCancel(worker_id, CancellationCommand{job.record.id, job.record.attempt, message,
                                               options_.stop_grace.count()});
   }
   MaybeFinishStop(job);
+}
+
+void Coordinator::AllowForDrainingWorkers(JobRuntime& job) {
+  for (const RankRuntime& r : job.ranks) {
+    if (r.exited) continue;
+    auto w = workers_.find(r.view.worker_id);
+    if (w == workers_.end() || !w->second.draining) continue;
+    job.stop_deadline =
+        std::max(job.stop_deadline, Clock::now() + w->second.drain_grace + std::chrono::seconds(5));
+  }
 }
 
 void Coordinator::MaybeFinishStop(JobRuntime& job) {

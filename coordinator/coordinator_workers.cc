@@ -336,11 +336,7 @@ absl::Status Coordinator::OnDraining(const std::string& worker_id, int64_t epoch
     });
     if (!holds) continue;
     FailRanks(job, RecoveryCause::kWorkerDrained, why);
-    // Its ranks get the worker's grace period, which may be longer than the usual stop.
-    if (job.stopping) {
-      job.stop_deadline =
-          std::max(job.stop_deadline, Clock::now() + w.drain_grace + std::chrono::seconds(5));
-    }
+    AllowForDrainingWorkers(job);  // also when it was already stopping for another cause
   }
   return absl::OkStatus();
 }
