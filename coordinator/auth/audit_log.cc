@@ -1,4 +1,4 @@
-#include "coordinator/audit_log.h"
+#include "coordinator/auth/audit_log.h"
 
 #include <fcntl.h>
 #include <openssl/sha.h>

@@ -1,4 +1,4 @@
-#include "coordinator/auth.h"
+#include "coordinator/auth/auth.h"
 
 #include <grpcpp/server_context.h>
 

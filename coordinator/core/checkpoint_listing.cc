@@ -1,4 +1,4 @@
-#include "coordinator/checkpoint_listing.h"
+#include "coordinator/core/checkpoint_listing.h"
 
 #include <algorithm>
 #include <chrono>

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/coordinator_types.h"
+#include "coordinator/core/coordinator_types.h"
 
 namespace deepnet::coordinator {
 

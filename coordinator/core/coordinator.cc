@@ -1,7 +1,7 @@
 // Coordinator: construction, loading jobs after a restart, the control loop, and the calls the
 // JobService makes. The job lifecycle is in coordinator_jobs.cc, workers in
 // coordinator_workers.cc.
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,8 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "coordinator/checkpoint_listing.h"
-#include "coordinator/job_events.h"
+#include "coordinator/core/checkpoint_listing.h"
+#include "coordinator/core/job_events.h"
 
 namespace deepnet::coordinator {
 

@@ -18,14 +18,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "coordinator/coordinator_metrics.h"
-#include "coordinator/coordinator_types.h"
-#include "coordinator/fair_share.h"
-#include "coordinator/gang_scheduler.h"
-#include "coordinator/job_spec.h"
-#include "coordinator/job_store.h"
-#include "coordinator/rendezvous_store.h"
-#include "coordinator/worker_epoch_store.h"
+#include "coordinator/core/coordinator_metrics.h"
+#include "coordinator/core/coordinator_types.h"
+#include "coordinator/core/job_spec.h"
+#include "coordinator/rendezvous/rendezvous_store.h"
+#include "coordinator/scheduler/fair_share.h"
+#include "coordinator/scheduler/gang_scheduler.h"
+#include "coordinator/store/job_store.h"
+#include "coordinator/store/worker_epoch_store.h"
 
 namespace deepnet::coordinator {
 

@@ -12,10 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "coordinator/auth.h"
-#include "coordinator/checkpoint_listing.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/job_events.h"
+#include "coordinator/auth/auth.h"
+#include "coordinator/core/checkpoint_listing.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/job_events.h"
 
 namespace deepnet::coordinator {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/auth.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/auth/auth.h"
+#include "coordinator/core/coordinator.h"
 
 namespace deepnet::coordinator {
 namespace {

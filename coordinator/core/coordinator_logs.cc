@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 
 namespace deepnet::coordinator {
 namespace {

@@ -1,4 +1,4 @@
-#include "coordinator/coordinator_metrics.h"
+#include "coordinator/core/coordinator_metrics.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
@@ -20,7 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/probe_metrics.h"
+#include "coordinator/core/probe_metrics.h"
 
 namespace deepnet::coordinator {
 

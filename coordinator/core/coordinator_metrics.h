@@ -12,8 +12,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "coordinator/gang_types.h"
-#include "coordinator/job_state.h"
+#include "coordinator/scheduler/gang_types.h"
+#include "coordinator/store/job_state.h"
 
 namespace deepnet::coordinator {
 

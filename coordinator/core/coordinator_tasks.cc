@@ -8,7 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 
 namespace deepnet::coordinator {
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/gang_types.h"
-#include "coordinator/job_spec.h"
-#include "coordinator/job_state.h"
-#include "coordinator/job_store.h"
+#include "coordinator/core/job_spec.h"
+#include "coordinator/scheduler/gang_types.h"
+#include "coordinator/store/job_state.h"
+#include "coordinator/store/job_store.h"
 
 namespace deepnet::coordinator {
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 
 namespace deepnet::coordinator {
 

@@ -1,4 +1,4 @@
-#include "coordinator/job_events.h"
+#include "coordinator/core/job_events.h"
 
 #include <nlohmann/json.hpp>
 

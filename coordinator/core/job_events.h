@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/coordinator_types.h"
-#include "coordinator/job_store.h"
+#include "coordinator/core/coordinator_types.h"
+#include "coordinator/store/job_store.h"
 
 namespace deepnet::coordinator {
 

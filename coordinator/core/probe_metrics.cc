@@ -1,4 +1,4 @@
-#include "coordinator/probe_metrics.h"
+#include "coordinator/core/probe_metrics.h"
 
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>

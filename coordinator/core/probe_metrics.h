@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/coordinator_metrics.h"
-#include "coordinator/coordinator_types.h"
+#include "coordinator/core/coordinator_metrics.h"
+#include "coordinator/core/coordinator_types.h"
 
 namespace prometheus {
 class Registry;

@@ -1,4 +1,4 @@
-#include "coordinator/audit_interceptor.h"
+#include "coordinator/grpc/audit_interceptor.h"
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/proto_utils.h>

@@ -9,8 +9,8 @@
 
 #include <memory>
 
-#include "coordinator/audit_log.h"
-#include "coordinator/auth.h"
+#include "coordinator/auth/audit_log.h"
+#include "coordinator/auth/auth.h"
 
 namespace deepnet::coordinator {
 

@@ -1,4 +1,4 @@
-#include "coordinator/job_log_stream.h"
+#include "coordinator/grpc/job_log_stream.h"
 
 #include "absl/strings/str_cat.h"
 

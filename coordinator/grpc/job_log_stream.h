@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 
 namespace deepnet::coordinator {
 

@@ -1,13 +1,13 @@
-#include "coordinator/job_service_impl.h"
+#include "coordinator/grpc/job_service_impl.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "coordinator/job_log_stream.h"
-#include "coordinator/job_streams.h"
-#include "coordinator/proto_convert.h"
+#include "coordinator/grpc/job_log_stream.h"
+#include "coordinator/grpc/job_streams.h"
+#include "coordinator/grpc/proto_convert.h"
 #include "rpc/request_check.h"
 #include "rpc/rpc_util.h"
 

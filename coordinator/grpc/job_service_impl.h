@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/auth.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/stream_hub.h"
+#include "coordinator/auth/auth.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/grpc/stream_hub.h"
 #include "deepnet/v1/job_service.grpc.pb.h"
 
 namespace deepnet::coordinator {

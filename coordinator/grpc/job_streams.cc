@@ -1,11 +1,11 @@
-#include "coordinator/job_streams.h"
+#include "coordinator/grpc/job_streams.h"
 
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <utility>
 
-#include "coordinator/proto_convert.h"
+#include "coordinator/grpc/proto_convert.h"
 #include "rpc/request_check.h"
 #include "rpc/rpc_util.h"
 

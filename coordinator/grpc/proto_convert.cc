@@ -1,4 +1,4 @@
-#include "coordinator/proto_convert.h"
+#include "coordinator/grpc/proto_convert.h"
 
 #include <google/protobuf/util/time_util.h>
 

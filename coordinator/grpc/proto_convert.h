@@ -2,7 +2,7 @@
 // Conversions between the coordinator's plain types and the deepnet.v1 protos; used only by
 // the gRPC services (proto types stop there).
 
-#include "coordinator/coordinator_types.h"
+#include "coordinator/core/coordinator_types.h"
 #include "deepnet/v1/job_service.pb.h"
 #include "deepnet/v1/worker_service.pb.h"
 

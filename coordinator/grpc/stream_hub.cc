@@ -1,4 +1,4 @@
-#include "coordinator/stream_hub.h"
+#include "coordinator/grpc/stream_hub.h"
 
 #include <algorithm>
 #include <utility>

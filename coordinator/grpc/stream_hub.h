@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "coordinator/auth.h"
+#include "coordinator/auth/auth.h"
 
 namespace deepnet::coordinator {
 

@@ -1,9 +1,9 @@
-#include "coordinator/worker_service_impl.h"
+#include "coordinator/grpc/worker_service_impl.h"
 
 #include <google/protobuf/util/time_util.h>
 
-#include "coordinator/proto_convert.h"
-#include "coordinator/worker_session.h"
+#include "coordinator/grpc/proto_convert.h"
+#include "coordinator/grpc/worker_session.h"
 #include "rpc/rpc_util.h"
 
 namespace deepnet::coordinator {

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "coordinator/auth.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/auth/auth.h"
+#include "coordinator/core/coordinator.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
 
 namespace deepnet::coordinator {

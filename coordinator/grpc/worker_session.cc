@@ -1,4 +1,4 @@
-#include "coordinator/worker_session.h"
+#include "coordinator/grpc/worker_session.h"
 
 #include <google/protobuf/util/time_util.h>
 #include <spdlog/spdlog.h>
@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/proto_convert.h"
+#include "coordinator/grpc/proto_convert.h"
 #include "rpc/rpc_util.h"
 
 namespace deepnet::coordinator {

@@ -8,7 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
 
 namespace deepnet::coordinator {

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "coordinator/auth.h"
-#include "coordinator/rendezvous_store.h"
+#include "coordinator/auth/auth.h"
+#include "coordinator/rendezvous/rendezvous_store.h"
 #include "deepnet/v1/rendezvous.grpc.pb.h"
 
 namespace deepnet::coordinator {

@@ -1,4 +1,4 @@
-#include "coordinator/fair_share.h"
+#include "coordinator/scheduler/fair_share.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/auth.h"
+#include "coordinator/auth/auth.h"
 #include "job/yaml_reader.h"
 
 namespace deepnet::coordinator {

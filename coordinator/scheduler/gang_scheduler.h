@@ -13,8 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/gang_types.h"
-#include "coordinator/worker_pool.h"
+#include "coordinator/scheduler/gang_types.h"
+#include "coordinator/scheduler/worker_pool.h"
 
 namespace deepnet::coordinator {
 

@@ -1,4 +1,4 @@
-#include "coordinator/gang_types.h"
+#include "coordinator/scheduler/gang_types.h"
 
 #include "absl/strings/str_cat.h"
 #include "job/memory_estimate.h"

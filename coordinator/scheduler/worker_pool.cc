@@ -1,4 +1,4 @@
-#include "coordinator/worker_pool.h"
+#include "coordinator/scheduler/worker_pool.h"
 
 #include <algorithm>
 #include <iterator>

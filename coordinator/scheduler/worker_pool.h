@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/gang_types.h"
+#include "coordinator/scheduler/gang_types.h"
 
 namespace deepnet::coordinator {
 

@@ -1,4 +1,4 @@
-#include "coordinator/in_memory_job_store.h"
+#include "coordinator/store/in_memory_job_store.h"
 
 #include <algorithm>
 

@@ -10,7 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/job_store.h"
+#include "coordinator/store/job_store.h"
 
 namespace deepnet::coordinator {
 

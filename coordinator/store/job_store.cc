@@ -1,4 +1,4 @@
-#include "coordinator/job_store.h"
+#include "coordinator/store/job_store.h"
 
 #include <algorithm>
 #include <chrono>

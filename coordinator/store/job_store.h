@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/job_state.h"
+#include "coordinator/store/job_state.h"
 
 namespace deepnet::coordinator {
 

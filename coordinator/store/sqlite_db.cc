@@ -1,4 +1,4 @@
-#include "coordinator/sqlite_db.h"
+#include "coordinator/store/sqlite_db.h"
 
 #include <sqlite3.h>
 

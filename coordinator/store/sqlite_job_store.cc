@@ -1,4 +1,4 @@
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/store/sqlite_job_store.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

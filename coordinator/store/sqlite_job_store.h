@@ -9,8 +9,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/job_store.h"
-#include "coordinator/sqlite_db.h"
+#include "coordinator/store/job_store.h"
+#include "coordinator/store/sqlite_db.h"
 
 namespace deepnet::coordinator {
 

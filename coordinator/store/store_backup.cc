@@ -1,4 +1,4 @@
-#include "coordinator/store_backup.h"
+#include "coordinator/store/store_backup.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "coordinator/sqlite_db.h"
+#include "coordinator/store/sqlite_db.h"
 #include "storage/atomic_file.h"
 
 namespace deepnet::coordinator {

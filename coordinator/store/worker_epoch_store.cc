@@ -1,4 +1,4 @@
-#include "coordinator/worker_epoch_store.h"
+#include "coordinator/store/worker_epoch_store.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -7,7 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/sqlite_db.h"
+#include "coordinator/store/sqlite_db.h"
 
 namespace deepnet::coordinator {
 
