@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -79,24 +78,17 @@ std::shared_ptr<grpc::Channel> OwnChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
-UnaryProbe::UnaryProbe(const std::string& address)
-    : channel_(OwnChannel(address)), stub_(channel_) {}
+UnaryProbe::UnaryProbe(const std::string& address) : health_(OwnChannel(address)) {}
 
 double UnaryProbe::RoundTripMs() {
-  grpc::Slice empty("");
-  const grpc::ByteBuffer request(&empty, 1);
-  grpc::ByteBuffer response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  std::promise<grpc::Status> done;
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(10);
   const auto start = std::chrono::steady_clock::now();
-  stub_.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                  &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
-  const grpc::Status status = done.get_future().get();
+  const rpc::HealthAnswer answer = health_.Check(deadline);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (!status.ok()) {
-    std::cerr << "Health/Check: " << status.error_code() << " " << status.error_message() << "\n";
+  if (!answer.status.ok()) {
+    std::cerr << "Health/Check: " << answer.status.error_code() << " "
+              << answer.status.error_message() << "\n";
     return -1;
   }
   return ms;

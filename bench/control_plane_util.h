@@ -3,7 +3,6 @@
 // child process on loopback ports chosen at run time, CPU and memory of a process from /proc,
 // latency summaries, a counter read from a Prometheus text page, and channels that do not share
 // a connection. Benchmarks only: numbers go to docs/PERFORMANCE.md, never to tests.
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
@@ -14,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rpc/health_check_client.h"
 #include "tests/integration/child_process.h"
 
 namespace deepnet::bench {
@@ -48,7 +48,8 @@ double PrometheusValue(const std::string& page, const std::string& name);
 std::shared_ptr<grpc::Channel> OwnChannel(const std::string& address);
 
 // The reference call: an empty unary round trip (grpc.health.v1.Health/Check with an empty
-// request, over the callback API like the fake workers' streams) on its own channel.
+// request through rpc::HealthCheckClient, over the callback API like the fake workers' streams)
+// on its own channel.
 class UnaryProbe {
  public:
   explicit UnaryProbe(const std::string& address);
@@ -56,8 +57,7 @@ class UnaryProbe {
   double RoundTripMs();
 
  private:
-  std::shared_ptr<grpc::Channel> channel_;
-  grpc::GenericStub stub_;
+  rpc::HealthCheckClient health_;
 };
 
 // A deepnet-coordinator on 127.0.0.1 with ports chosen at run time and its database in `dir`;

@@ -13,22 +13,13 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "storage/retry_on_eintr.h"
 
 namespace deepnet::checkpoint {
 namespace {
 
 absl::Status ErrnoError(int err, absl::string_view what, const std::string& path) {
   return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
-}
-
-// Retries on EINTR, which fsync/close/write can return when a signal (SIGTERM) arrives.
-template <typename F>
-int RetryOnEintr(F f) {
-  int rc;
-  do {
-    rc = f();
-  } while (rc < 0 && errno == EINTR);
-  return rc;
 }
 
 }  // namespace
@@ -85,7 +76,7 @@ absl::Status DurableWriter::PadTo(uint64_t alignment) {
 absl::Status DurableWriter::Close() { return file_.Close(); }
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
-  const int fd = RetryOnEintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); });
+  const int fd = storage::RetryOnEintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); });
   if (fd < 0) return ErrnoError(errno, "cannot open", path);
   struct stat st;
   if (::fstat(fd, &st) != 0) {

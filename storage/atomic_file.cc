@@ -13,21 +13,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "storage/retry_on_eintr.h"
 
 namespace deepnet::storage {
-namespace {
-
-// open, fsync and close can return EINTR when a signal (SIGTERM) arrives; retry those.
-template <typename F>
-int RetryOnEintr(F f) {
-  int rc;
-  do {
-    rc = f();
-  } while (rc < 0 && errno == EINTR);
-  return rc;
-}
-
-}  // namespace
 
 absl::StatusOr<DurableFileWriter> DurableFileWriter::Create(const std::string& path) {
   const int fd = RetryOnEintr(

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "storage/atomic_file.h"
+#include "storage/retry_on_eintr.h"
 
 namespace deepnet::storage {
 namespace {
@@ -46,15 +47,10 @@ std::string FenceToken::ToString() const {
 
 absl::StatusOr<FolderLock> FolderLock::Acquire(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kFenceLockFileName).string();
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
+  const int fd =
+      RetryOnEintr([&] { return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); });
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open lock file ", path));
-  int rc;
-  do {
-    rc = ::flock(fd, LOCK_EX);
-  } while (rc < 0 && errno == EINTR);
+  const int rc = RetryOnEintr([&] { return ::flock(fd, LOCK_EX); });
   if (rc < 0) {
     const int error = errno;
     ::close(fd);

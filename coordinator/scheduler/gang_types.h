@@ -143,6 +143,9 @@ struct SchedulerOptions {
 // parallel.data_parallel when a size is not positive or the gang is larger than the cluster.
 // Never use the slots registered at the moment: workers come and go, and a job larger than
 // them waits in the queue (PendingCode::kExceedsRegistered).
+[[nodiscard]] absl::Status CheckGangFitsCluster(int64_t pipeline_stages, int64_t data_parallel,
+                                                int64_t cluster_slots);
+
 // Submit-time check of a job's estimated memory per rank against the largest slot the cluster
 // can ever have (the coordinator's --cluster-slot-memory; 0: no bound, always OK).
 // FAILED_PRECONDITION naming the estimate, the largest slot and the biggest part of the estimate
@@ -150,8 +153,5 @@ struct SchedulerOptions {
 [[nodiscard]] absl::Status CheckMemoryFits(int64_t memory_per_rank_bytes,
                                            absl::string_view biggest_part,
                                            absl::string_view summary, int64_t largest_slot_memory);
-
-[[nodiscard]] absl::Status CheckGangFitsCluster(int64_t pipeline_stages, int64_t data_parallel,
-                                                int64_t cluster_slots);
 
 }  // namespace deepnet::coordinator

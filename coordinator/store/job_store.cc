@@ -186,7 +186,6 @@ absl::Status ApplyProgress(const JobProgress& progress, int64_t now_ms, JobRecor
                                            *progress.expected_attempt));
   }
   record->last_step = progress.last_step;
-  if (!progress.checkpoint_dir.empty()) record->checkpoint_dir = progress.checkpoint_dir;
   record->updated_ms = now_ms;
   ++record->version;
   return absl::OkStatus();

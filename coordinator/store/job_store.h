@@ -49,7 +49,8 @@ struct JobRecord {
   int64_t updated_ms = 0;
   // Latest training step reported; 0 before any report.
   int64_t last_step = 0;
-  // Where the job's checkpoints are written; empty until known.
+  // Where the job's checkpoints are written: the spec's checkpoint.dir, stored by Create and
+  // never changed; empty when the job writes none.
   std::string checkpoint_dir;
   // store: 1 after Create, +1 on every change (for compare-and-set by callers).
   int64_t version = 0;
@@ -91,8 +92,6 @@ struct StateChange {
 // Progress reported by a job's trainers.
 struct JobProgress {
   int64_t last_step = 0;
-  // Empty leaves the stored checkpoint_dir unchanged.
-  std::string checkpoint_dir;
   // If set, ABORTED unless it equals the job's current attempt (drops stale reports).
   std::optional<int32_t> expected_attempt;
 };

@@ -59,7 +59,11 @@ TEST_F(SqliteJobStoreTest, ReopenedStoreHasEveryJobFieldAndEvent) {
     absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = OpenStore();
     ASSERT_TRUE(store.ok()) << store.status();
     JobStore& s = **store;
-    for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.Create(NewJob("alice", absl::StrCat("k", i))).ok());
+    for (int i = 0; i < 5; ++i) {
+      JobRecord job = NewJob("alice", absl::StrCat("k", i));
+      if (i == 1) job.checkpoint_dir = "/ckpt/two";  // j-000002: every column non-empty.
+      ASSERT_TRUE(s.Create(job).ok());
+    }
     const StateChange path[] = {
         {JobState::kQueued, JobState::kPlacing, "", std::nullopt, std::nullopt},
         {JobState::kPlacing, JobState::kStarting, "", std::nullopt, std::nullopt},
@@ -67,7 +71,7 @@ TEST_F(SqliteJobStoreTest, ReopenedStoreHasEveryJobFieldAndEvent) {
         {JobState::kRunning, JobState::kRecovering, "worker lost", RecoveryCause::kWorkerLost,
          std::nullopt}};
     for (const StateChange& change : path) ASSERT_TRUE(s.Transition("j-000002", change).ok());
-    ASSERT_TRUE(s.UpdateProgress("j-000002", {777, "/ckpt/two", std::nullopt}).ok());
+    ASSERT_TRUE(s.UpdateProgress("j-000002", {777, std::nullopt}).ok());
     ASSERT_TRUE(s.SetReason("j-000003", JobState::kQueued, "behind 2 jobs").ok());
     ASSERT_TRUE(s.AppendEvent("j-000004", "checkpoint", "step 500 saved").ok());
     for (int i = 1; i <= 5; ++i) {
@@ -89,6 +93,7 @@ TEST_F(SqliteJobStoreTest, ReopenedStoreHasEveryJobFieldAndEvent) {
     }
   }
   EXPECT_EQ(jobs[1].last_recovery_cause, RecoveryCause::kWorkerLost);
+  EXPECT_EQ(jobs[1].checkpoint_dir, "/ckpt/two");
   absl::StatusOr<CreateResult> replay = (*reopened)->Create(NewJob("alice", "k3"));
   ASSERT_TRUE(replay.ok());
   EXPECT_TRUE(replay->replayed);

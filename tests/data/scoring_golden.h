@@ -1,7 +1,8 @@
 #pragma once
 
-// Golden BLEU/chrF vectors from shared/testdata/bleu (scores printed by sacreBLEU 2.6.0).
-// DEEPNET_SHARED_DIR is set by tests/CMakeLists.txt; a missing folder is a test failure.
+// Golden BLEU/chrF vectors in tests/data/bleu_golden (scores printed by sacreBLEU 2.6.0; its
+// README says how they were made). DEEPNET_BLEU_GOLDEN_DIR is set by tests/CMakeLists.txt; a
+// missing folder is a test failure.
 
 #include <gtest/gtest.h>
 
@@ -24,9 +25,7 @@ struct GoldenCase {
   std::vector<std::string> refs;
 };
 
-inline std::filesystem::path GoldenDir() {
-  return std::filesystem::path(DEEPNET_SHARED_DIR) / "testdata" / "bleu";
-}
+inline std::filesystem::path GoldenDir() { return std::filesystem::path(DEEPNET_BLEU_GOLDEN_DIR); }
 
 inline std::string ReadWholeFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -42,8 +41,7 @@ inline std::vector<GoldenCase> LoadGoldenCases() {
   std::vector<GoldenCase> cases;
   const std::filesystem::path dir = GoldenDir();
   if (!std::filesystem::is_directory(dir)) {
-    ADD_FAILURE() << "golden BLEU vectors not found at " << dir
-                  << " (shared/ must sit beside the repository)";
+    ADD_FAILURE() << "golden BLEU vectors not found at " << dir;
     return cases;
   }
   std::istringstream tsv(ReadWholeFile(dir / "scores.tsv"));

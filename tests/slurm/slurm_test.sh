@@ -138,11 +138,12 @@ fi
 
 # --- submissions, longest first -------------------------------------------------------------------
 LONG=(--set train.max_steps=1000000 --set checkpoint.every_steps=1000000)
-# Time limit: 1 minute (Slurm's least); the signal comes 45 s before it, at slurmctld's next
-# check, so 15-45 s after the start.
+# Time limit: submitted as 10 minutes with the signal 45 s before the end; once the job trains,
+# the limit is brought forward (time_limit_once_training below), so Slurm's own signal strikes
+# while the trainers train, however long they took to start.
 # (The standalone one through sbatch's input variables, the service's through options.)
-S_TIME=$(SBATCH_TIMELIMIT=1 SBATCH_SIGNAL=B:TERM@45 standalone sa-timelimit -- "${LONG[@]}")
-V_TIME=$(service sv-timelimit "$(service_job sv-timelimit 1000000 1000000)" --time=1 --signal=B:TERM@45)
+S_TIME=$(SBATCH_TIMELIMIT=10 SBATCH_SIGNAL=B:TERM@45 standalone sa-timelimit -- "${LONG[@]}")
+V_TIME=$(service sv-timelimit "$(service_job sv-timelimit 1000000 1000000)" --time=10 --signal=B:TERM@45)
 S_CANCEL=$(standalone sa-scancel --time=10 -- "${LONG[@]}")
 V_CANCEL=$(service sv-scancel "$(service_job sv-scancel 1000000 1000000)" --time=10)
 S_REQUEUE=$(standalone sa-requeue --time=10 --requeue -- "${LONG[@]}")
@@ -178,7 +179,7 @@ S_NOCK=$(standalone sa-stop-no-checkpoint --time=10 -- "${LONG[@]}")
 V_NOCK=$(service sv-stop-no-checkpoint "$(service_job sv-stop-no-checkpoint 1000000 1000000)" --time=10)
 echo "submitted 21 jobs in $((SECONDS - START)) s"
 
-# --- scancel once training runs; requeue once training runs --------------------------------------
+# --- scancel, time limit and requeue once training runs ------------------------------------------
 STEP_LINE='^\[train\] step [0-9]+/|^step [0-9]+/'
 if wait_line "$T/out/sa-scancel.out" "$STEP_LINE" 120; then scancel "$S_CANCEL"; else fail "sa-scancel: never trained"; fi
 if wait_line "$T/out/sv-scancel.out" "$STEP_LINE" 120; then scancel "$V_CANCEL"; else fail "sv-scancel: never trained"; fi
@@ -192,6 +193,26 @@ break_checkpoints() {
     fail "$1: never trained"
   fi
 }
+# time_limit_once_training NAME JOBID: once NAME trains, its time limit becomes the first whole
+# minute of run time at least 50 s away. The B:TERM@45 signal then comes at one of slurmctld's
+# time-limit checks (every 30 s; they send it up to 30 s before it is due): while the trainers
+# train, and at least 20 s before the end (measured: 32 s after the update, 63 s before the end).
+# Before, a 1-minute limit could strike while a slow machine still started the trainers, and the
+# job ended with no checkpoint (exit 3: a different, correct ending, which
+# sv-stop-no-checkpoint and sa-stop-no-checkpoint test).
+time_limit_once_training() {
+  if wait_line "$T/out/$1.out" "$STEP_LINE" 120; then
+    local run secs
+    run=$(field "$2" RunTime)   # HH:MM:SS (under the 10 minutes submitted, so no days)
+    secs=$(awk -F: '{ print $1 * 3600 + $2 * 60 + $3 }' <<<"$run")
+    scontrol update JobId="$2" TimeLimit=$(((secs + 50 + 59) / 60)) ||
+      fail "$1: could not move the time limit (run time '$run')"
+  else
+    fail "$1: never trained"
+  fi
+}
+time_limit_once_training sa-timelimit "$S_TIME"
+time_limit_once_training sv-timelimit "$V_TIME"
 break_checkpoints sa-stop-no-checkpoint "$S_NOCK" "$T/ck/sa-stop-no-checkpoint"
 break_checkpoints sv-stop-no-checkpoint "$V_NOCK" "$T/svc/sv-stop-no-checkpoint"
 if wait_line "$T/out/sa-ranks-killed.out" '^\[checkpoint\] saved' 120; then

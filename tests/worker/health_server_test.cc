@@ -1,11 +1,13 @@
 #include "worker/health_server.h"
 
 #include <gmock/gmock.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <future>
+#include <chrono>
+#include <string>
+
+#include "rpc/health_check_client.h"
 
 namespace deepnet::worker {
 namespace {
@@ -18,27 +20,13 @@ TEST(HealthServerTest, AnswersServingAndRefusesAPortInUse) {
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_GT(port, 0);
 
-  // grpc.health.v1.Health/Check with an empty request (the whole server); the answer
-  // HealthCheckResponse{status: SERVING} is the two bytes 0x08 0x01.
-  auto channel =
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  grpc::Slice empty(std::string{});
-  grpc::ByteBuffer request(&empty, 1);
-  grpc::ByteBuffer response;
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&done](grpc::Status status) { done.set_value(status); });
-  const grpc::Status status = done.get_future().get();
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
-  std::string bytes;
-  for (const grpc::Slice& s : slices)
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+  // grpc.health.v1.Health/Check for the whole server answers SERVING.
+  rpc::HealthCheckClient client(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  const rpc::HealthAnswer answer =
+      client.Check(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  EXPECT_EQ(answer.serving_status, rpc::kServingStatusServing);
 
   auto second = StartHealthServer("127.0.0.1:" + std::to_string(port), nullptr);
   ASSERT_FALSE(second.ok());
