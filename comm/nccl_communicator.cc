@@ -264,6 +264,11 @@ NcclCommunicator::~NcclCommunicator() {
 int NcclCommunicator::rank() const { return state_->rank; }
 int NcclCommunicator::size() const { return state_->size; }
 
+CommCapabilities NcclCommunicator::capabilities() const {
+  return {/*host_tensors=*/false, /*device_tensors=*/true,
+          /*bf16_sums=*/NcclType(c10::ScalarType::BFloat16).has_value(), /*grouped_p2p=*/true};
+}
+
 absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::AllReduceSumAsync(
     torch::Tensor tensor) {
   if (absl::Status s = state_->CheckUsable("all_reduce"); !s.ok()) return s;

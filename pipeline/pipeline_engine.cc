@@ -286,10 +286,12 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
       torch::Tensor bucket = flat_->grads().narrow(0, b.offset, b.numel);
       torch::Tensor reduced = bucket;
       if (options_.grad_reduce_dtype != bucket.scalar_type()) {
-        // NCCL sums bf16. Gloo (LibTorch 1.13) and MPI cannot: they sum the bf16-rounded
+        // A backend that sums bf16 (NCCL) gets bf16. The others (Gloo, MPI) sum the bf16-rounded
         // values in fp32 (no bytes saved), and the sum is rounded to bf16 as well.
         reduced = bucket.to(options_.grad_reduce_dtype);
-        if (data_group_->backend() != "nccl") reduced = reduced.to(bucket.scalar_type());
+        const bool sums_natively = options_.grad_reduce_dtype == torch::kBFloat16 &&
+                                   data_group_->capabilities().bf16_sums;
+        if (!sums_natively) reduced = reduced.to(bucket.scalar_type());
       }
       // Gloo/MPI with CUDA tensors: via host memory.
       if (StagesReductions(*data_group_)) reduced = reduced.cpu();
@@ -423,11 +425,11 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
 }
 
 bool PipelineEngine::StagesReductions(const comm::Communicator& comm) const {
-  return options_.device.is_cuda() && comm.backend() != "nccl" && comm.backend() != "loopback";
+  return options_.device.is_cuda() && !comm.capabilities().device_tensors;
 }
 
 absl::Status PipelineEngine::HostAllReduce(comm::Communicator& comm, torch::Tensor& host) {
-  if (options_.device.is_cpu() || comm.backend() != "nccl") return comm.AllReduceSum(host);
+  if (options_.device.is_cpu() || comm.capabilities().host_tensors) return comm.AllReduceSum(host);
   torch::Tensor on_device = host.to(options_.device);
   if (auto s = comm.AllReduceSum(on_device); !s.ok()) return s;
   host = on_device.cpu();
@@ -435,7 +437,9 @@ absl::Status PipelineEngine::HostAllReduce(comm::Communicator& comm, torch::Tens
 }
 
 absl::Status PipelineEngine::HostBroadcast(torch::Tensor& host, int root) {
-  if (options_.device.is_cpu() || world_->backend() != "nccl") return world_->Broadcast(host, root);
+  if (options_.device.is_cpu() || world_->capabilities().host_tensors) {
+    return world_->Broadcast(host, root);
+  }
   torch::Tensor on_device = host.to(options_.device);
   if (auto s = world_->Broadcast(on_device, root); !s.ok()) return s;
   host = on_device.cpu();

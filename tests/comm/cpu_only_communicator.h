@@ -16,6 +16,10 @@ class CpuOnlyCommunicator final : public comm::Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string backend() const override { return "cpu-only"; }
+  comm::CommCapabilities capabilities() const override {
+    return {/*host_tensors=*/true, /*device_tensors=*/false, /*bf16_sums=*/false,
+            /*grouped_p2p=*/false};
+  }
   absl::StatusOr<std::unique_ptr<comm::CommWork>> AllReduceSumAsync(torch::Tensor tensor) override {
     if (auto s = Check(tensor); !s.ok()) return s;
     tensor.mul_(2);  // As if a second rank had contributed the same values.

@@ -292,7 +292,7 @@ int Run(const Flags& flags) {
     Log("creating the communicator failed: " + comm.status().ToString());
     return 2;
   }
-  if (comm->comm->backend() == "mpi" && MpiCommunicator::SynchronousSendsRequested()) {
+  if (options.backend == CommBackendKind::kMpi && MpiCommunicator::SynchronousSendsRequested()) {
     Log("synchronous sends (DEEPNET_MPI_SYNC_SEND=1): every send completes only at its receive");
   }
   Log(absl::StrCat("connected (", comm->comm->backend(), ") in ",

@@ -32,7 +32,7 @@ IncomingMessage ExpectActivation(std::vector<std::vector<int64_t>> shapes, int64
 }
 
 TEST(BoundaryTransferTest, SendsAndHeaderReceivesOfOneTickArePostedTogether) {
-  RecordingCommunicator comm("gloo");
+  RecordingCommunicator comm(testing::LikeGloo());
   BoundaryTransfer transfer(&comm, torch::kCPU);
   EXPECT_FALSE(transfer.stages_through_host());
   const torch::Tensor a = torch::randn({2, 3}, torch::requires_grad());
@@ -51,7 +51,7 @@ TEST(BoundaryTransferTest, SendsAndHeaderReceivesOfOneTickArePostedTogether) {
 }
 
 TEST(BoundaryTransferTest, HeaderMismatchNamesBothBatches) {
-  RecordingCommunicator comm("mpi");
+  RecordingCommunicator comm(testing::LikeGloo());
   BoundaryTransfer transfer(&comm, torch::kCPU);
   auto got = transfer.Exchange({Activation({torch::zeros({3})}, 5, 1)},
                                {ExpectActivation({{3}}, 5, 2)}, "rank 0 (stage 1, replica 0)");
@@ -62,7 +62,7 @@ TEST(BoundaryTransferTest, HeaderMismatchNamesBothBatches) {
 }
 
 TEST(BoundaryTransferTest, WireDtypeIsWhatTravelsAndReceiversGetTheComputeDtype) {
-  RecordingCommunicator comm("gloo");
+  RecordingCommunicator comm(testing::LikeGloo());
   BoundaryTransfer transfer(&comm, torch::kCPU);
   transfer.set_wire_dtype(torch::kBFloat16);
   const torch::Tensor a = torch::randn({8});
@@ -76,7 +76,7 @@ TEST(BoundaryTransferTest, WireDtypeIsWhatTravelsAndReceiversGetTheComputeDtype)
 }
 
 TEST(BoundaryTransferTest, SendOnlyAndReceiveOnlyExchanges) {
-  RecordingCommunicator comm("loopback");
+  RecordingCommunicator comm(testing::LikeLoopback());
   BoundaryTransfer transfer(&comm, torch::kCPU);
   // A send with no receive completes (loopback buffers it); the receive then finds it.
   ASSERT_TRUE(transfer.Exchange({Activation({torch::ones({2})}, 1, 0)}, {}, "r").ok());
