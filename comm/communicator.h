@@ -57,7 +57,8 @@ struct CommCapabilities {
 /// Collectives and point-to-point transfers among the ranks of one group. Implementations:
 /// MpiCommunicator (Open MPI, CPU tensors), GlooCommunicator (LibTorch c10d ProcessGroupGloo,
 /// CPU tensors), NcclCommunicator (CUDA tensors; compiled with a CUDA LibTorch only) and
-/// LoopbackCommunicator (one rank, for single-process runs and tests).
+/// LoopbackCommunicator (one rank, for single-process runs and tests); StagedCommunicator
+/// (comm/staged_communicator.h) wraps a backend so that it takes tensors in either memory.
 ///
 /// Contract shared by every backend:
 ///  - Tensors are contiguous and dense; collectives work in place. Every rank of the group

@@ -1,77 +1,102 @@
-#include "comm/host_staged_communicator.h"
+#include "comm/staged_communicator.h"
 
 #include <utility>
 
 namespace deepnet::comm {
 namespace {
 
-// Waits for the wrapped work, then copies the host tensor back onto the device tensor (for
-// receives and reductions; a send keeps only its host copy alive).
+// Waits for the wrapped work, then copies the staged tensor back into the caller's tensor (for
+// receives and reductions; a send keeps only its staged copy alive).
 class StagedWork final : public CommWork {
  public:
-  StagedWork(std::unique_ptr<CommWork> inner, torch::Tensor host, torch::Tensor device)
-      : inner_(std::move(inner)), host_(std::move(host)), device_(std::move(device)) {}
+  StagedWork(std::unique_ptr<CommWork> inner, torch::Tensor staged, torch::Tensor target)
+      : inner_(std::move(inner)), staged_(std::move(staged)), target_(std::move(target)) {}
 
   absl::Status Wait() override {
     if (absl::Status s = inner_->Wait(); !s.ok()) return s;
-    if (device_.defined()) device_.copy_(host_);
+    if (target_.defined()) target_.copy_(staged_);
     return absl::OkStatus();
   }
 
  private:
   std::unique_ptr<CommWork> inner_;
-  torch::Tensor host_;
-  torch::Tensor device_;
+  torch::Tensor staged_;
+  torch::Tensor target_;
 };
 
-bool OnDevice(const torch::Tensor& tensor) { return tensor.defined() && !tensor.device().is_cpu(); }
+// A copy of `tensor` on `device`, as the transports need it (contiguous).
+torch::Tensor StagedCopy(const torch::Tensor& tensor, torch::Device device) {
+  return tensor.to(device).contiguous();
+}
 
 }  // namespace
 
-HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> inner)
-    : inner_(std::move(inner)) {}
+StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner, torch::Device device)
+    : inner_(std::move(inner)), capabilities_(inner_->capabilities()), device_(device) {}
 
-absl::StatusOr<std::unique_ptr<CommWork>> HostStagedCommunicator::AllReduceSumAsync(
-    torch::Tensor tensor) {
-  if (!OnDevice(tensor)) return inner_->AllReduceSumAsync(std::move(tensor));
-  torch::Tensor host = tensor.to(torch::kCPU).contiguous();
-  absl::StatusOr<std::unique_ptr<CommWork>> work = inner_->AllReduceSumAsync(host);
-  if (!work.ok()) return work.status();
-  return std::unique_ptr<CommWork>(
-      new StagedWork(*std::move(work), std::move(host), std::move(tensor)));
+std::optional<torch::Device> StagedCommunicator::StagingDevice(const torch::Tensor& tensor) const {
+  if (!tensor.defined()) return std::nullopt;
+  if (tensor.device().is_cpu()) {
+    return capabilities_.host_tensors ? std::nullopt : std::optional<torch::Device>(device_);
+  }
+  return capabilities_.device_tensors ? std::nullopt
+                                      : std::optional<torch::Device>(torch::kCPU);
 }
 
-absl::Status HostStagedCommunicator::Broadcast(torch::Tensor& tensor, int root) {
-  if (!OnDevice(tensor)) return inner_->Broadcast(tensor, root);
-  torch::Tensor host = tensor.to(torch::kCPU).contiguous();
-  if (absl::Status s = inner_->Broadcast(host, root); !s.ok()) return s;
-  tensor.copy_(host);
+absl::StatusOr<std::unique_ptr<CommWork>> StagedCommunicator::AllReduceSumAsync(
+    torch::Tensor tensor) {
+  const std::optional<torch::Device> staging = StagingDevice(tensor);
+  if (!staging) return inner_->AllReduceSumAsync(std::move(tensor));
+  torch::Tensor staged = StagedCopy(tensor, *staging);
+  absl::StatusOr<std::unique_ptr<CommWork>> work = inner_->AllReduceSumAsync(staged);
+  if (!work.ok()) return work.status();
+  return std::unique_ptr<CommWork>(
+      new StagedWork(*std::move(work), std::move(staged), std::move(tensor)));
+}
+
+absl::Status StagedCommunicator::Broadcast(torch::Tensor& tensor, int root) {
+  const std::optional<torch::Device> staging = StagingDevice(tensor);
+  if (!staging) return inner_->Broadcast(tensor, root);
+  torch::Tensor staged = StagedCopy(tensor, *staging);
+  if (absl::Status s = inner_->Broadcast(staged, root); !s.ok()) return s;
+  tensor.copy_(staged);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<CommWork>> HostStagedCommunicator::SendAsync(torch::Tensor tensor,
-                                                                            int dst, int tag) {
-  if (!OnDevice(tensor)) return inner_->SendAsync(std::move(tensor), dst, tag);
-  torch::Tensor host = tensor.to(torch::kCPU).contiguous();
-  absl::StatusOr<std::unique_ptr<CommWork>> work = inner_->SendAsync(host, dst, tag);
+absl::StatusOr<std::unique_ptr<CommWork>> StagedCommunicator::SendAsync(torch::Tensor tensor,
+                                                                        int dst, int tag) {
+  const std::optional<torch::Device> staging = StagingDevice(tensor);
+  if (!staging) return inner_->SendAsync(std::move(tensor), dst, tag);
+  torch::Tensor staged = StagedCopy(tensor, *staging);
+  absl::StatusOr<std::unique_ptr<CommWork>> work = inner_->SendAsync(staged, dst, tag);
   if (!work.ok()) return work.status();
-  return std::unique_ptr<CommWork>(new StagedWork(*std::move(work), std::move(host), {}));
+  return std::unique_ptr<CommWork>(new StagedWork(*std::move(work), std::move(staged), {}));
 }
 
-absl::StatusOr<std::unique_ptr<CommWork>> HostStagedCommunicator::RecvAsync(torch::Tensor tensor,
-                                                                            int src, int tag) {
-  if (!OnDevice(tensor)) return inner_->RecvAsync(std::move(tensor), src, tag);
-  torch::Tensor host = torch::empty(tensor.sizes(), tensor.options().device(torch::kCPU));
-  absl::StatusOr<std::unique_ptr<CommWork>> work = inner_->RecvAsync(host, src, tag);
+absl::StatusOr<std::unique_ptr<CommWork>> StagedCommunicator::RecvAsync(torch::Tensor tensor,
+                                                                        int src, int tag) {
+  const std::optional<torch::Device> staging = StagingDevice(tensor);
+  if (!staging) return inner_->RecvAsync(std::move(tensor), src, tag);
+  torch::Tensor staged = torch::empty(tensor.sizes(), tensor.options().device(*staging));
+  absl::StatusOr<std::unique_ptr<CommWork>> work = inner_->RecvAsync(staged, src, tag);
   if (!work.ok()) return work.status();
   return std::unique_ptr<CommWork>(
-      new StagedWork(*std::move(work), std::move(host), std::move(tensor)));
+      new StagedWork(*std::move(work), std::move(staged), std::move(tensor)));
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> HostStagedCommunicator::Split(int color, int key) {
+absl::StatusOr<std::unique_ptr<Communicator>> StagedCommunicator::Split(int color, int key) {
   absl::StatusOr<std::unique_ptr<Communicator>> group = inner_->Split(color, key);
   if (!group.ok() || *group == nullptr) return group;
-  return std::unique_ptr<Communicator>(new HostStagedCommunicator(*std::move(group)));
+  return std::unique_ptr<Communicator>(new StagedCommunicator(*std::move(group), device_));
+}
+
+std::unique_ptr<Communicator> StageWhereNeeded(std::unique_ptr<Communicator> comm,
+                                               int cuda_device) {
+  if (cuda_device < 0) return comm;
+  const CommCapabilities capabilities = comm->capabilities();
+  if (capabilities.host_tensors && capabilities.device_tensors) return comm;
+  return std::make_unique<StagedCommunicator>(
+      std::move(comm), torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)));
 }
 
 }  // namespace deepnet::comm

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "comm/communicator_factory.h"
-#include "comm/host_staged_communicator.h"
 #include "comm/launch_env.h"
 #include "comm/loopback_communicator.h"
+#include "comm/staged_communicator.h"
 #include "tests/comm/cpu_only_communicator.h"
 #include "tests/temp_dir.h"
 
@@ -74,10 +74,10 @@ TEST(LoopbackCommunicatorTest, SendRecvToSelfIsFifoPerTag) {
 }
 
 // CPU tensors pass straight through (device tensors: tests/gpu, label gpu).
-TEST(HostStagedCommunicatorTest, PassesCpuTensorsThrough) {
+TEST(StagedCommunicatorTest, PassesCpuTensorsThrough) {
   auto inner = std::make_unique<testing::CpuOnlyCommunicator>();
   testing::CpuOnlyCommunicator* raw = inner.get();
-  HostStagedCommunicator comm(std::move(inner));
+  StagedCommunicator comm(std::move(inner), torch::Device(torch::kCUDA, 0));
   EXPECT_EQ(comm.backend(), "cpu-only");
   torch::Tensor t = torch::full({3}, 1.5);
   ASSERT_TRUE(comm.AllReduceSum(t).ok());
@@ -91,7 +91,7 @@ TEST(HostStagedCommunicatorTest, PassesCpuTensorsThrough) {
   auto group = comm.Split(0, 0);
   ASSERT_TRUE(group.ok());
   ASSERT_NE(*group, nullptr);
-  EXPECT_NE(dynamic_cast<HostStagedCommunicator*>(group->get()), nullptr);
+  EXPECT_NE(dynamic_cast<StagedCommunicator*>(group->get()), nullptr);
   auto none = comm.Split(-1, 0);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);

@@ -1,6 +1,6 @@
 #pragma once
 // A one-rank communicator that, like Gloo and MPI, refuses tensors that are not on the CPU:
-// for testing HostStagedCommunicator.
+// for testing StagedCommunicator.
 
 #include <memory>
 #include <string>

@@ -21,7 +21,7 @@
 #include "absl/debugging/symbolize.h"
 
 #include "checkpoint/checkpoint.h"
-#include "comm/host_staged_communicator.h"
+#include "comm/staged_communicator.h"
 #include "job/job_config.h"
 #include "tests/comm/cpu_only_communicator.h"
 #include "tests/integration/child_process.h"
@@ -152,9 +152,10 @@ TEST(GpuTest, CheckpointRoundTripsCudaTensors) {
   }
 }
 
-TEST(GpuTest, HostStagedCommunicatorMovesCudaTensorsThroughHost) {
+TEST(GpuTest, StagedCommunicatorMovesCudaTensorsThroughHost) {
   SKIP_WITHOUT_CUDA();
-  comm::HostStagedCommunicator comm(std::make_unique<testing::CpuOnlyCommunicator>());
+  comm::StagedCommunicator comm(std::make_unique<testing::CpuOnlyCommunicator>(),
+                                torch::Device(torch::kCUDA, 0));
   const auto on_gpu = torch::TensorOptions().device(torch::kCUDA, 0);
   torch::Tensor t = torch::full({4}, 1.5, on_gpu);
   ASSERT_TRUE(comm.AllReduceSum(t).ok());
