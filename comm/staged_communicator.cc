@@ -2,23 +2,25 @@
 
 #include <utility>
 
+#include "comm/wait_once_work.h"
+
 namespace deepnet::comm {
 namespace {
 
-// Waits for the wrapped work, then copies the staged tensor back into the caller's tensor (for
-// receives and reductions; a send keeps only its staged copy alive).
-class StagedWork final : public CommWork {
+// Waits for the wrapped work (within its deadline), then copies the staged tensor back into the
+// caller's tensor (for receives and reductions; a send keeps only its staged copy alive).
+class StagedWork final : public internal::WaitOnceWork {
  public:
   StagedWork(std::unique_ptr<CommWork> inner, torch::Tensor staged, torch::Tensor target)
       : inner_(std::move(inner)), staged_(std::move(staged)), target_(std::move(target)) {}
 
-  absl::Status Wait() override {
+ private:
+  absl::Status WaitUntil(Clock::time_point) override {
     if (absl::Status s = inner_->Wait(); !s.ok()) return s;
     if (target_.defined()) target_.copy_(staged_);
     return absl::OkStatus();
   }
 
- private:
   std::unique_ptr<CommWork> inner_;
   torch::Tensor staged_;
   torch::Tensor target_;
