@@ -50,6 +50,22 @@ TEST(BoundaryTransferTest, SendsAndHeaderReceivesOfOneTickArePostedTogether) {
   for (const torch::Tensor& t : comm.handed) EXPECT_FALSE(t.is_pinned());
 }
 
+// The shape of an exchange follows the transport's declared grouped_p2p, not its name: a
+// transport whose group is one unit (NCCL) gets every send and receive in one group.
+TEST(BoundaryTransferTest, GroupedTransportGetsTheWholeExchangeInOneGroup) {
+  comm::CommCapabilities grouped = testing::LikeGloo();
+  grouped.grouped_p2p = true;
+  RecordingCommunicator comm(grouped);
+  BoundaryTransfer transfer(&comm, torch::kCPU);
+  const torch::Tensor a = torch::randn({2, 3});
+  auto got = transfer.Exchange({Activation({a}, 5, 1)}, {ExpectActivation({{2, 3}}, 5, 1)},
+                               "rank 0");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(comm.groups, 1);
+  EXPECT_EQ(comm.handed.size(), 4u);  // Header and tensor, each way.
+  EXPECT_TRUE(torch::equal((*got)[0][0], a));
+}
+
 TEST(BoundaryTransferTest, HeaderMismatchNamesBothBatches) {
   RecordingCommunicator comm(testing::LikeGloo());
   BoundaryTransfer transfer(&comm, torch::kCPU);
