@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/wait_once_work.h"
 
 namespace deepnet::comm {
 
@@ -34,25 +35,23 @@ absl::Status Communicator::AllReduceSum(torch::Tensor& tensor) {
 
 namespace {
 
-// The works of a group's operations; waits for all of them (each within the timeout), returns
-// the first failure.
-class GroupWork final : public CommWork {
+// The works of a group's operations; waits for all of them (each within its own deadline),
+// returns the first failure.
+class GroupWork final : public internal::WaitOnceWork {
  public:
   explicit GroupWork(std::vector<std::unique_ptr<CommWork>> works) : works_(std::move(works)) {}
-  absl::Status Wait() override {
-    if (waited_) return result_;
-    waited_ = true;
-    for (auto& work : works_) {
-      if (absl::Status s = work->Wait(); !s.ok() && result_.ok()) result_ = s;
-    }
-    works_.clear();
-    return result_;
-  }
 
  private:
+  absl::Status WaitUntil(Clock::time_point) override {
+    absl::Status result;
+    for (auto& work : works_) {
+      if (absl::Status s = work->Wait(); !s.ok() && result.ok()) result = s;
+    }
+    works_.clear();
+    return result;
+  }
+
   std::vector<std::unique_ptr<CommWork>> works_;
-  bool waited_ = false;
-  absl::Status result_;
 };
 
 }  // namespace

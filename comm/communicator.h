@@ -33,10 +33,32 @@ struct P2POp {
   int tag = 0;
 };
 
+/// What a communicator's transport can do, declared by each backend. Callers decide from it,
+/// never from backend() (a name for logs and errors only). A communicator from
+/// CreateWorldCommunicator takes host tensors and tensors on the trainer's GPU whatever these say
+/// (StagedCommunicator copies the rest); they tell what travels without a copy and how.
+struct CommCapabilities {
+  // Moves tensors in host memory (every backend but NCCL).
+  bool host_tensors = true;
+  // Moves tensors in CUDA memory as they are, without a copy through host memory (NCCL; loopback,
+  // which copies on the device).
+  bool device_tensors = false;
+  // Sums bfloat16 tensors in bfloat16 (NCCL 2.10 and later; loopback). Without it a bfloat16
+  // all-reduce is refused or saves nothing: a caller sums the bfloat16-rounded values in float32.
+  bool bf16_sums = false;
+  // StartGroup is one unit on the transport: an operation started after it runs only once every
+  // operation of the group, sends included, has completed (NCCL: one ncclGroupStart/End on the
+  // communicator's stream), so all receives of an exchange belong in the same group. Without it
+  // each operation of a group progresses on its own and receives may be posted after the group
+  // (MPI, Gloo, loopback).
+  bool grouped_p2p = false;
+};
+
 /// Collectives and point-to-point transfers among the ranks of one group. Implementations:
 /// MpiCommunicator (Open MPI, CPU tensors), GlooCommunicator (LibTorch c10d ProcessGroupGloo,
 /// CPU tensors), NcclCommunicator (CUDA tensors; compiled with a CUDA LibTorch only) and
-/// LoopbackCommunicator (one rank, for single-process runs and tests).
+/// LoopbackCommunicator (one rank, for single-process runs and tests); StagedCommunicator
+/// (comm/staged_communicator.h) wraps a backend so that it takes tensors in either memory.
 ///
 /// Contract shared by every backend:
 ///  - Tensors are contiguous and dense; collectives work in place. Every rank of the group
@@ -59,8 +81,10 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // "mpi", "gloo", "nccl" or "loopback".
+  // "mpi", "gloo", "nccl" or "loopback": for logs and error messages only.
   virtual std::string backend() const = 0;
+  // What the transport can do (see CommCapabilities); the same for the groups Split makes.
+  virtual CommCapabilities capabilities() const = 0;
 
   // Sums `tensor` element-wise over all ranks, in place. By default AllReduceSumAsync + Wait.
   [[nodiscard]] virtual absl::Status AllReduceSum(torch::Tensor& tensor);

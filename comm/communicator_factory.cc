@@ -14,11 +14,11 @@
 #include "comm/communicator_checks.h"
 #include "comm/gloo_address.h"
 #include "comm/grpc_store.h"
-#include "comm/host_staged_communicator.h"
 #include "comm/launch_env.h"
 #include "comm/loopback_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_launch_check.h"
+#include "comm/staged_communicator.h"
 #include "rpc/rpc_util.h"
 #ifdef DEEPNET_HAVE_GLOO
 #include "comm/gloo_communicator.h"
@@ -185,17 +185,6 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> CreateRendezvousStore(const Comm
       "tcp://HOST:PORT or file:///PATH"));
 }
 
-namespace {
-
-// A CPU-only backend for a trainer on a GPU moves its tensors through host memory.
-std::unique_ptr<Communicator> StagedForDevice(std::unique_ptr<Communicator> comm,
-                                              const CommOptions& options) {
-  if (options.cuda_device < 0) return comm;
-  return std::make_unique<HostStagedCommunicator>(std::move(comm));
-}
-
-}  // namespace
-
 std::string RendezvousHost(const CommOptions& options, const LaunchEnv& env) {
   for (const char* scheme : {kTcpScheme, kGrpcScheme}) {
     if (!absl::StartsWith(options.rendezvous, scheme)) continue;
@@ -227,7 +216,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
     absl::StatusOr<std::unique_ptr<MpiCommunicator>> comm =
         MpiCommunicator::CreateWorld(*mpi, options.timeout);
     if (!comm.ok()) return comm.status();
-    return StagedForDevice(*std::move(comm), options);
+    return StageWhereNeeded(*std::move(comm), options.cuda_device);
   }
   if (env.world_size == 1) return std::unique_ptr<Communicator>(new LoopbackCommunicator());
 
@@ -247,7 +236,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
     absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
         GlooCommunicator::Create(world_store, env.rank, env.world_size, options.timeout, hostname);
     if (!comm.ok()) return comm.status();
-    return StagedForDevice(*std::move(comm), options);
+    return StageWhereNeeded(*std::move(comm), options.cuda_device);
 #else
     return absl::UnimplementedError(
         "the gloo backend is not compiled into this build (LibTorch without Gloo headers)");
@@ -264,7 +253,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(const Comm
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
       NcclCommunicator::Create(world_store, env.rank, env.world_size, *device, options.timeout);
   if (!comm.ok()) return comm.status();
-  return std::unique_ptr<Communicator>(*std::move(comm));
+  return StageWhereNeeded(*std::move(comm), *device);
 #else
   return absl::UnimplementedError(
       "the nccl backend is not compiled into this build (it needs a CUDA LibTorch and NCCL)");

@@ -37,8 +37,9 @@ struct CommOptions {
   std::string grpc_ca_cert_file;
   std::string grpc_tls_server_name;
   // The trainer's CUDA ordinal (-1: it trains on CPU). nccl runs on it (-1: SelectCudaDevice's
-  // choice); gloo and mpi, which move CPU tensors only, get its tensors staged through host
-  // memory (HostStagedCommunicator), so that ranks can share one GPU.
+  // choice). The world then takes host tensors and tensors on this device whatever its
+  // transport moves (StageWhereNeeded: gloo and mpi get device tensors staged through host
+  // memory, so that ranks can share one GPU; nccl gets host tensors staged on its device).
   int cuda_device = -1;
 };
 
@@ -57,8 +58,9 @@ std::string RendezvousHost(const CommOptions& options, const LaunchEnv& env);
 /// Creates the communicator of all ranks of the job for options.backend. kMpi needs `mpi` (it
 /// takes rank and size from MPI_COMM_WORLD and checks them against `env` when a launcher set
 /// them); kGloo and kNccl bootstrap through CreateRendezvousStore and ignore `mpi`. A world of
-/// one rank gets a LoopbackCommunicator whatever the backend (no store, no MPI traffic). kNccl
-/// is Unimplemented in builds without CUDA and NCCL. Blocks until the group is connected or
+/// one rank gets a LoopbackCommunicator whatever the backend (no store, no MPI traffic). The
+/// communicator is staged where its capabilities need it (StageWhereNeeded). kNccl is
+/// Unimplemented in builds without CUDA and NCCL. Blocks until the group is connected or
 /// options.timeout passes.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> CreateWorldCommunicator(
     const CommOptions& options, const LaunchEnv& env, MpiSession* mpi);

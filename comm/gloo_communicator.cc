@@ -16,6 +16,7 @@
 #include "comm/comm_log.h"
 #include "absl/strings/str_split.h"
 #include "comm/communicator_checks.h"
+#include "comm/wait_once_work.h"
 
 namespace deepnet::comm {
 
@@ -85,44 +86,37 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Work>> StartOp(GlooCommunicator::State& 
   }
 }
 
-class GlooWork final : public CommWork {
+class GlooWork final : public internal::WaitOnceWork {
  public:
   GlooWork(std::shared_ptr<GlooCommunicator::State> state, c10::intrusive_ptr<c10d::Work> work,
            torch::Tensor tensor, std::string what)
-      : state_(std::move(state)),
+      : WaitOnceWork(state->timeout),
+        state_(std::move(state)),
         work_(std::move(work)),
         tensor_(std::move(tensor)),
-        what_(std::move(what)),
-        deadline_(Clock::now() + state_->timeout) {}
-  ~GlooWork() override {
-    if (!waited_) (void)Wait();
-  }
+        what_(std::move(what)) {}
+  ~GlooWork() override { (void)Wait(); }
 
-  absl::Status Wait() override {
-    if (waited_) return result_;
-    waited_ = true;
+ private:
+  absl::Status WaitUntil(Clock::time_point deadline) override {
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    absl::Status result;
     try {
       // At least 1 ms: 0 means "no timeout" to c10d.
       work_->wait(std::max(left, std::chrono::milliseconds(1)));
-      result_ = absl::OkStatus();
     } catch (const std::exception&) {
-      result_ = state_->Fail(
-          GlooFailure(*state_, what_, ExceptionText(std::current_exception()), deadline_));
+      result = state_->Fail(
+          GlooFailure(*state_, what_, ExceptionText(std::current_exception()), deadline));
     }
     work_.reset();
-    return result_;
+    return result;
   }
 
- private:
   std::shared_ptr<GlooCommunicator::State> state_;
   c10::intrusive_ptr<c10d::Work> work_;
   torch::Tensor tensor_;  // Keeps the buffer alive until the work completes.
   std::string what_;
-  Clock::time_point deadline_;
-  bool waited_ = false;
-  absl::Status result_;
 };
 
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroupGloo>> ConnectGroup(

@@ -35,6 +35,12 @@ class GlooCommunicator final : public Communicator {
   int rank() const override;
   int size() const override;
   std::string backend() const override { return "gloo"; }
+  // Host tensors only; sums are not taken in bfloat16 (LibTorch 1.13's Gloo has no bfloat16);
+  // each operation of a group progresses on its own.
+  CommCapabilities capabilities() const override {
+    return {/*host_tensors=*/true, /*device_tensors=*/false, /*bf16_sums=*/false,
+            /*grouped_p2p=*/false};
+  }
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/communicator_checks.h"
+#include "comm/wait_once_work.h"
 
 namespace deepnet::comm {
 
@@ -42,11 +43,14 @@ class DoneWork final : public CommWork {
   absl::Status status_;
 };
 
-class RecvWork final : public CommWork {
+// Never blocks, so no deadline.
+class RecvWork final : public internal::WaitOnceWork {
  public:
   RecvWork(std::shared_ptr<PendingRecv> recv, std::shared_ptr<LoopbackCommunicator::State> state)
       : recv_(std::move(recv)), state_(std::move(state)) {}
-  absl::Status Wait() override {
+
+ private:
+  absl::Status WaitUntil(Clock::time_point) override {
     if (recv_->done) return recv_->status;
     // Single-threaded: nobody can send while we wait, so this receive can never complete.
     state_->abort.Trip(absl::StrCat("recv from 0 tag ", recv_->tag, " had no matching send"));
@@ -55,7 +59,6 @@ class RecvWork final : public CommWork {
         " has no matching send; with one rank and one thread it would wait forever"));
   }
 
- private:
   std::shared_ptr<PendingRecv> recv_;
   std::shared_ptr<LoopbackCommunicator::State> state_;
 };

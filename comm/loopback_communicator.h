@@ -24,6 +24,12 @@ class LoopbackCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string backend() const override { return "loopback"; }
+  // Tensors of any device and dtype (nothing travels); sends are buffered, so a group's
+  // operations never wait for each other.
+  CommCapabilities capabilities() const override {
+    return {/*host_tensors=*/true, /*device_tensors=*/true, /*bf16_sums=*/true,
+            /*grouped_p2p=*/false};
+  }
   [[nodiscard]] absl::Status AllReduceSum(torch::Tensor& tensor) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
       torch::Tensor tensor) override;

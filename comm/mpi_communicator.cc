@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/comm_log.h"
 #include "comm/communicator_checks.h"
+#include "comm/wait_once_work.h"
 
 namespace deepnet::comm {
 
@@ -118,48 +119,41 @@ absl::Status WaitRequest(MpiCommunicator::State& state, MPI_Request& request, MP
 }
 
 // One started MPI request and the tensor it reads or writes.
-class MpiWork final : public CommWork {
+class MpiWork final : public internal::WaitOnceWork {
  public:
   MpiWork(std::shared_ptr<MpiCommunicator::State> state, MPI_Request request, torch::Tensor tensor,
           std::string what, int expected_bytes)
-      : state_(std::move(state)),
+      : WaitOnceWork(state->timeout),
+        state_(std::move(state)),
         request_(request),
         tensor_(std::move(tensor)),
         what_(std::move(what)),
-        expected_bytes_(expected_bytes),
-        deadline_(Clock::now() + state_->timeout) {}
-  ~MpiWork() override {
-    if (!waited_) (void)Wait();
-  }
+        expected_bytes_(expected_bytes) {}
+  ~MpiWork() override { (void)Wait(); }
 
-  absl::Status Wait() override {
-    if (waited_) return result_;
-    waited_ = true;
+ private:
+  absl::Status WaitUntil(Clock::time_point deadline) override {
     MPI_Status status;
-    result_ = WaitRequest(*state_, request_, status, what_, deadline_);
-    if (absl::IsDeadlineExceeded(result_) && tensor_.defined()) {
+    absl::Status result = WaitRequest(*state_, request_, status, what_, deadline);
+    if (absl::IsDeadlineExceeded(result) && tensor_.defined()) {
       state_->orphaned.push_back(tensor_);
     }
-    if (result_.ok() && expected_bytes_ >= 0) {
+    if (result.ok() && expected_bytes_ >= 0) {
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
       if (count != expected_bytes_) {
-        result_ = state_->Fail(absl::InvalidArgumentError(
+        result = state_->Fail(absl::InvalidArgumentError(
             absl::StrCat(what_, ": received ", count, " bytes, expected ", expected_bytes_)));
       }
     }
-    return result_;
+    return result;
   }
 
- private:
   std::shared_ptr<MpiCommunicator::State> state_;
   MPI_Request request_;
   torch::Tensor tensor_;  // Keeps the buffer alive until the request completes.
   std::string what_;
   int expected_bytes_;  // Receives: the byte count the message must have; else -1.
-  Clock::time_point deadline_;
-  bool waited_ = false;
-  absl::Status result_;
 };
 
 }  // namespace

@@ -37,6 +37,12 @@ class MpiCommunicator final : public Communicator {
   int rank() const override;
   int size() const override;
   std::string backend() const override { return "mpi"; }
+  // Host tensors only; no bfloat16 all-reduce (see above); each operation of a group progresses
+  // on its own.
+  CommCapabilities capabilities() const override {
+    return {/*host_tensors=*/true, /*device_tensors=*/false, /*bf16_sums=*/false,
+            /*grouped_p2p=*/false};
+  }
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/communicator_checks.h"
+#include "comm/wait_once_work.h"
 
 namespace deepnet::comm {
 
@@ -88,30 +89,24 @@ std::optional<ncclDataType_t> NcclType(c10::ScalarType type) {
 }
 
 // A CUDA event recorded on the communicator's stream after one operation.
-class NcclWork final : public CommWork {
+class NcclWork final : public internal::WaitOnceWork {
  public:
   NcclWork(std::shared_ptr<NcclCommunicator::State> state, cudaEvent_t done,
            std::vector<torch::Tensor> tensors, std::string what)
-      : state_(std::move(state)),
+      : WaitOnceWork(state->timeout),
+        state_(std::move(state)),
         done_(done),
         tensors_(std::move(tensors)),
-        what_(std::move(what)),
-        deadline_(Clock::now() + state_->timeout) {}
+        what_(std::move(what)) {}
   ~NcclWork() override {
-    if (!waited_) (void)Wait();
+    (void)Wait();
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(state_->device));
     cudaEventDestroy(done_);
   }
 
-  absl::Status Wait() override {
-    if (waited_) return result_;
-    waited_ = true;
-    result_ = Poll();
-    return result_;
-  }
-
  private:
-  absl::Status Poll() {
+  // Polls the event (and NCCL's asynchronous error) until it completes or `deadline` passes.
+  absl::Status WaitUntil(Clock::time_point deadline) override {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(state_->device));
     auto sleep = std::chrono::microseconds(0);
     for (;;) {
@@ -128,7 +123,7 @@ class NcclWork final : public CommWork {
       if (async != ncclSuccess) {
         return state_->Fail(NcclError(what_, "NCCL (asynchronous error)", async));
       }
-      if (Clock::now() >= deadline_) {
+      if (Clock::now() >= deadline) {
         return state_->Fail(internal::DeadlineError(what_, state_->timeout));
       }
       sleep = std::min<std::chrono::microseconds>(std::chrono::microseconds(1000),
@@ -141,9 +136,6 @@ class NcclWork final : public CommWork {
   cudaEvent_t done_;
   std::vector<torch::Tensor> tensors_;  // Keep the buffers alive until the stream is done.
   std::string what_;
-  Clock::time_point deadline_;
-  bool waited_ = false;
-  absl::Status result_;
 };
 
 // Orders the communicator's stream after the caller's current stream, runs `launch` on it and
@@ -263,6 +255,11 @@ NcclCommunicator::~NcclCommunicator() {
 
 int NcclCommunicator::rank() const { return state_->rank; }
 int NcclCommunicator::size() const { return state_->size; }
+
+CommCapabilities NcclCommunicator::capabilities() const {
+  return {/*host_tensors=*/false, /*device_tensors=*/true,
+          /*bf16_sums=*/NcclType(c10::ScalarType::BFloat16).has_value(), /*grouped_p2p=*/true};
+}
 
 absl::StatusOr<std::unique_ptr<CommWork>> NcclCommunicator::AllReduceSumAsync(
     torch::Tensor tensor) {

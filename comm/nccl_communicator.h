@@ -39,6 +39,8 @@ class NcclCommunicator final : public Communicator {
   int rank() const override;
   int size() const override;
   std::string backend() const override { return "nccl"; }
+  // CUDA tensors only; bfloat16 sums with NCCL 2.10 and later; StartGroup is one NCCL group.
+  CommCapabilities capabilities() const override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<CommWork>> AllReduceSumAsync(
       torch::Tensor tensor) override;
   [[nodiscard]] absl::Status Broadcast(torch::Tensor& tensor, int root) override;

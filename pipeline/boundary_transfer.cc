@@ -26,10 +26,6 @@ constexpr bool kNonBlockingCopies = false;
 
 const char* KindName(int kind) { return kind == kActivationMessage ? "activation" : "gradient"; }
 
-bool TakesDeviceTensors(const comm::Communicator& comm) {
-  return comm.backend() == "nccl" || comm.backend() == "loopback";
-}
-
 }  // namespace
 
 torch::Tensor ToWire(const torch::Tensor& tensor, std::optional<c10::ScalarType> wire) {
@@ -58,7 +54,7 @@ struct BoundaryTransfer::Staging {
 BoundaryTransfer::BoundaryTransfer(comm::Communicator* world, torch::Device device)
     : world_(world),
       device_(device),
-      stage_through_host_(device.is_cuda() && !TakesDeviceTensors(*world)),
+      stage_through_host_(device.is_cuda() && !world->capabilities().device_tensors),
       staging_(std::make_unique<Staging>()) {}
 
 BoundaryTransfer::~BoundaryTransfer() = default;
@@ -167,9 +163,9 @@ absl::StatusOr<std::vector<std::vector<torch::Tensor>>> BoundaryTransfer::Exchan
     headers.push_back(torch::zeros({kHeaderSize}, TransportOptions(torch::kLong)));
     ops.push_back({comm::P2POp::Kind::kRecv, headers.back(), in.peer_rank, in.kind});
   }
-  if (world_->backend() == "nccl") {
-    // NCCL: everything in one group (a later group on the stream would start only after this
-    // one, sends included, has finished). Sizes are checked against the header afterwards.
+  if (world_->capabilities().grouped_p2p) {
+    // NCCL: everything in one group (a later operation would start only after this group, sends
+    // included, has finished). Sizes are checked against the header afterwards.
     for (size_t m = 0; m < incoming.size(); ++m) add_buffers(m, ops);
     auto group = world_->StartGroup(std::move(ops));
     if (!group.ok()) return group.status();

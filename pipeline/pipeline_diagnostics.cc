@@ -72,7 +72,7 @@ absl::StatusOr<ProbeNorms> PipelineEngine::Probe(const MicroBatch& probe) {
     ++eval_calls_;
   }
   probe_reference_ = true;
-  if (auto s = HostAllReduce(*world_, value); !s.ok()) return s;
+  if (auto s = world_->AllReduceSum(value); !s.ok()) return s;
   auto v = value.accessor<double, 1>();
   if (v[kMismatch] > 0.5) {
     return absl::FailedPreconditionError(
@@ -195,7 +195,7 @@ absl::StatusOr<LayerDiagnostics> PipelineEngine::Diagnose(const MicroBatch& batc
   measure_layer_grads_ = false;
   layer_grad_sumsq_.clear();
   other_grad_sumsq_ = 0.0;
-  if (auto s = HostAllReduce(*world_, value); !s.ok()) return s;
+  if (auto s = world_->AllReduceSum(value); !s.ok()) return s;
   LayerDiagnostics out;
   for (int64_t l = 0; l < layers; ++l) {
     const double count = v[layers + l];

@@ -91,7 +91,7 @@ absl::Status PipelineEngine::Setup() {
       shared = torch::tensor({m.encoder_layer, m.decoder_layer, m.source_embedding,
                               m.target_embedding, m.output_layer}, torch::kDouble);
     }
-    if (auto s = HostBroadcast(shared, 0); !s.ok()) return s;
+    if (auto s = world_->Broadcast(shared, 0); !s.ok()) return s;
     auto v = shared.accessor<double, 1>();
     costs = {v[0], v[1], v[2], v[3], v[4]};
   }
@@ -271,7 +271,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
     counts[1] += static_cast<double>(b.src_tokens);
   }
   if (data_group_) {
-    if (auto s = HostAllReduce(*data_group_, counts); !s.ok()) return s;
+    if (auto s = data_group_->AllReduceSum(counts); !s.ok()) return s;
   }
   const double global_tgt = counts[0].item<double>();
   const double scale = 1.0 / std::max(1.0, global_tgt);
@@ -286,13 +286,13 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
       torch::Tensor bucket = flat_->grads().narrow(0, b.offset, b.numel);
       torch::Tensor reduced = bucket;
       if (options_.grad_reduce_dtype != bucket.scalar_type()) {
-        // NCCL sums bf16. Gloo (LibTorch 1.13) and MPI cannot: they sum the bf16-rounded
+        // A backend that sums bf16 (NCCL) gets bf16. The others (Gloo, MPI) sum the bf16-rounded
         // values in fp32 (no bytes saved), and the sum is rounded to bf16 as well.
         reduced = bucket.to(options_.grad_reduce_dtype);
-        if (data_group_->backend() != "nccl") reduced = reduced.to(bucket.scalar_type());
+        const bool sums_natively = options_.grad_reduce_dtype == torch::kBFloat16 &&
+                                   data_group_->capabilities().bf16_sums;
+        if (!sums_natively) reduced = reduced.to(bucket.scalar_type());
       }
-      // Gloo/MPI with CUDA tensors: via host memory.
-      if (StagesReductions(*data_group_)) reduced = reduced.cpu();
       if (!reduced.is_same(bucket)) reduce_copies_.emplace_back(bucket, reduced);
       auto work = data_group_->AllReduceSumAsync(reduced);
       if (!work.ok()) throw std::runtime_error(std::string(work.status().message()));
@@ -400,7 +400,7 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   st[base + 4] = timing.reduce_wait_s;
   st[base + 5] = timing.peak_live;
   st[base + 6] = timing.schedule_s;
-  if (auto s = HostAllReduce(*world_, stats); !s.ok()) return s;
+  if (auto s = world_->AllReduceSum(stats); !s.ok()) return s;
   for (int r = 0; r < world; ++r) {
     const int b = 4 + kTimingFields * r;
     RankTiming t;
@@ -422,26 +422,6 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   return totals;
 }
 
-bool PipelineEngine::StagesReductions(const comm::Communicator& comm) const {
-  return options_.device.is_cuda() && comm.backend() != "nccl" && comm.backend() != "loopback";
-}
-
-absl::Status PipelineEngine::HostAllReduce(comm::Communicator& comm, torch::Tensor& host) {
-  if (options_.device.is_cpu() || comm.backend() != "nccl") return comm.AllReduceSum(host);
-  torch::Tensor on_device = host.to(options_.device);
-  if (auto s = comm.AllReduceSum(on_device); !s.ok()) return s;
-  host = on_device.cpu();
-  return absl::OkStatus();
-}
-
-absl::Status PipelineEngine::HostBroadcast(torch::Tensor& host, int root) {
-  if (options_.device.is_cpu() || world_->backend() != "nccl") return world_->Broadcast(host, root);
-  torch::Tensor on_device = host.to(options_.device);
-  if (auto s = world_->Broadcast(on_device, root); !s.ok()) return s;
-  host = on_device.cpu();
-  return absl::OkStatus();
-}
-
 absl::Status PipelineEngine::ReduceGradients() {
   absl::Status status;
   for (auto& work : pending_reductions_) {
@@ -455,13 +435,7 @@ absl::Status PipelineEngine::ReduceGradients() {
   if (!status.ok()) return status;
   for (auto& t : tied_) {
     torch::Tensor grad = flat_->View(flat_->grads(), t.entry);
-    if (!StagesReductions(*t.group)) {
-      if (auto s = t.group->AllReduceSum(grad); !s.ok()) return s;
-      continue;
-    }
-    torch::Tensor host = grad.cpu();
-    if (auto s = t.group->AllReduceSum(host); !s.ok()) return s;
-    grad.copy_(host);
+    if (auto s = t.group->AllReduceSum(grad); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -509,7 +483,7 @@ absl::StatusOr<LossSums> PipelineEngine::Evaluate(const std::vector<MicroBatch>&
   stats[0] = sums.loss;
   stats[1] = sums.nll;
   stats[2] = static_cast<double>(sums.tokens);
-  if (auto s = HostAllReduce(*world_, stats); !s.ok()) return s;
+  if (auto s = world_->AllReduceSum(stats); !s.ok()) return s;
   LossSums total;
   total.loss = stats[0].item<double>();
   total.nll = stats[1].item<double>();

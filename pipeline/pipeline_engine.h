@@ -137,6 +137,9 @@ int64_t LayerOfParameter(const std::string& name, int64_t encoder_layers);
 /// communicator (every rank calls it in the same order). Not thread-safe.
 class PipelineEngine {
  public:
+  // `world` must take host tensors and tensors on options.device (bookkeeping sums host tensors,
+  // gradients are reduced where they live): one from comm::CreateWorldCommunicator with the
+  // trainer's cuda_device does (comm::StageWhereNeeded), as does a LoopbackCommunicator.
   static absl::StatusOr<std::unique_ptr<PipelineEngine>> Create(const EngineOptions& options,
                                                                 comm::Communicator* world);
   ~PipelineEngine();
@@ -224,13 +227,6 @@ class PipelineEngine {
                                             LossSums* sums, bool want_hidden);
   absl::Status ReduceGradients();
   std::string Where() const;
-  // Collectives on small host tensors: copied to the communicator's device (CUDA for NCCL)
-  // and back, so CPU-side bookkeeping works with every backend.
-  absl::Status HostAllReduce(comm::Communicator& comm, torch::Tensor& host);
-  absl::Status HostBroadcast(torch::Tensor& host, int root);
-  // True when gradients reduced over `comm` must go through host memory (CUDA tensors on a
-  // backend that moves CPU tensors only: Gloo, MPI).
-  bool StagesReductions(const comm::Communicator& comm) const;
 
   EngineOptions options_;
   comm::Communicator* world_;
@@ -249,7 +245,7 @@ class PipelineEngine {
   std::unique_ptr<BoundaryTransfer> transfer_;  // Activations and gradients to neighbours.
   std::vector<std::unique_ptr<comm::CommWork>> pending_reductions_;
   // Buckets reduced through another tensor: (fp32 gradient bucket, the copy being reduced, in
-  // grad_reduce_dtype and/or in host memory when StagesReductions); copied back after the wait.
+  // grad_reduce_dtype); copied back after the wait.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> reduce_copies_;
   int64_t eval_calls_ = 0;  // Tags forward-only passes.
   bool probe_reference_ = false;

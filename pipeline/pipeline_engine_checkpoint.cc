@@ -70,7 +70,7 @@ std::string CudaRngName(int device, int rank) {
 
 absl::StatusOr<bool> PipelineEngine::AllOk(bool ok) {
   torch::Tensor failures = torch::full({1}, ok ? 0.0 : 1.0, torch::kDouble);
-  if (auto s = HostAllReduce(*world_, failures); !s.ok()) return s;
+  if (auto s = world_->AllReduceSum(failures); !s.ok()) return s;
   return failures[0].item<double>() == 0.0;
 }
 
@@ -83,10 +83,10 @@ absl::StatusOr<bool> PipelineEngine::AnyRank(bool flag) {
 
 absl::StatusOr<std::string> PipelineEngine::BroadcastString(const std::string& text) {
   torch::Tensor size = torch::full({1}, static_cast<int64_t>(text.size()), torch::kLong);
-  if (auto s = HostBroadcast(size, 0); !s.ok()) return s;
+  if (auto s = world_->Broadcast(size, 0); !s.ok()) return s;
   torch::Tensor bytes = torch::zeros({std::max<int64_t>(1, size[0].item<int64_t>())}, torch::kUInt8);
   if (world_->rank() == 0 && !text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());
-  if (auto s = HostBroadcast(bytes, 0); !s.ok()) return s;
+  if (auto s = world_->Broadcast(bytes, 0); !s.ok()) return s;
   return std::string(reinterpret_cast<const char*>(bytes.data_ptr()),
                      static_cast<size_t>(size[0].item<int64_t>()));
 }

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "comm/communicator_factory.h"
-#include "comm/host_staged_communicator.h"
 #include "comm/launch_env.h"
 #include "comm/loopback_communicator.h"
+#include "comm/staged_communicator.h"
 #include "tests/comm/cpu_only_communicator.h"
 #include "tests/temp_dir.h"
 
@@ -74,10 +74,10 @@ TEST(LoopbackCommunicatorTest, SendRecvToSelfIsFifoPerTag) {
 }
 
 // CPU tensors pass straight through (device tensors: tests/gpu, label gpu).
-TEST(HostStagedCommunicatorTest, PassesCpuTensorsThrough) {
+TEST(StagedCommunicatorTest, PassesCpuTensorsThrough) {
   auto inner = std::make_unique<testing::CpuOnlyCommunicator>();
   testing::CpuOnlyCommunicator* raw = inner.get();
-  HostStagedCommunicator comm(std::move(inner));
+  StagedCommunicator comm(std::move(inner), torch::Device(torch::kCUDA, 0));
   EXPECT_EQ(comm.backend(), "cpu-only");
   torch::Tensor t = torch::full({3}, 1.5);
   ASSERT_TRUE(comm.AllReduceSum(t).ok());
@@ -91,10 +91,65 @@ TEST(HostStagedCommunicatorTest, PassesCpuTensorsThrough) {
   auto group = comm.Split(0, 0);
   ASSERT_TRUE(group.ok());
   ASSERT_NE(*group, nullptr);
-  EXPECT_NE(dynamic_cast<HostStagedCommunicator*>(group->get()), nullptr);
+  EXPECT_NE(dynamic_cast<StagedCommunicator*>(group->get()), nullptr);
   auto none = comm.Split(-1, 0);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);
+}
+
+// The call sites decide from capabilities() alone (StageWhereNeeded, BoundaryTransfer,
+// PipelineEngine); loopback must do what it declares: tensors of any memory (device ones:
+// tests/gpu), bfloat16 sums, and a receive posted after the group holding its send.
+TEST(CommCapabilitiesTest, LoopbackDoesWhatItDeclares) {
+  LoopbackCommunicator comm;
+  const CommCapabilities capabilities = comm.capabilities();
+  EXPECT_TRUE(capabilities.host_tensors);
+  EXPECT_TRUE(capabilities.device_tensors);
+  EXPECT_TRUE(capabilities.bf16_sums);
+  EXPECT_FALSE(capabilities.grouped_p2p);
+  torch::Tensor bf16 = torch::full({5}, 1.5, torch::kBFloat16);
+  ASSERT_TRUE(comm.AllReduceSum(bf16).ok());
+  EXPECT_EQ(bf16.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(bf16, torch::full({5}, 1.5, torch::kBFloat16)));
+  std::vector<P2POp> sends{{P2POp::Kind::kSend, torch::ones({3}), 0, 2}};
+  auto sent = comm.StartGroup(std::move(sends));
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  torch::Tensor in = torch::zeros({3});
+  auto received = comm.RecvAsync(in, 0, 2);
+  ASSERT_TRUE(received.ok()) << received.status();
+  ASSERT_TRUE((*received)->Wait().ok());
+  ASSERT_TRUE((*sent)->Wait().ok());
+  EXPECT_TRUE(torch::equal(in, torch::ones({3})));
+  // Nothing to stage for it, on a GPU either.
+  auto world = StageWhereNeeded(std::make_unique<LoopbackCommunicator>(), 0);
+  EXPECT_NE(dynamic_cast<LoopbackCommunicator*>(world.get()), nullptr);
+}
+
+// Gloo and MPI move host tensors only: a GPU trainer gets them staged; a CPU trainer as they
+// are. The staged one still declares its transport's capabilities (BoundaryTransfer then stages
+// through its own pinned buffers).
+TEST(StageWhereNeededTest, TransportWithoutDeviceTensorsIsStagedForAGpuTrainer) {
+  auto staged = StageWhereNeeded(std::make_unique<testing::CpuOnlyCommunicator>(), 0);
+  ASSERT_NE(dynamic_cast<StagedCommunicator*>(staged.get()), nullptr);
+  EXPECT_EQ(staged->backend(), "cpu-only");
+  EXPECT_TRUE(staged->capabilities().host_tensors);
+  EXPECT_FALSE(staged->capabilities().device_tensors);
+  auto inner = std::make_unique<testing::CpuOnlyCommunicator>();
+  const Communicator* raw = inner.get();
+  EXPECT_EQ(StageWhereNeeded(std::move(inner), -1).get(), raw);
+}
+
+// NCCL moves device tensors only: staged so that the trainer's host-side sums reach it (they
+// travel through the device: tests/gpu).
+TEST(StageWhereNeededTest, TransportWithoutHostTensorsIsStagedOnItsDevice) {
+  auto staged = StageWhereNeeded(std::make_unique<testing::CudaOnlyCommunicator>(), 0);
+  ASSERT_NE(dynamic_cast<StagedCommunicator*>(staged.get()), nullptr);
+  EXPECT_EQ(staged->backend(), "cuda-only");
+  EXPECT_FALSE(staged->capabilities().host_tensors);
+  EXPECT_TRUE(staged->capabilities().device_tensors);
+  auto group = staged->Split(0, 0);
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_NE(dynamic_cast<StagedCommunicator*>(group->get()), nullptr);
 }
 
 TEST(LoopbackCommunicatorTest, SendCopiesSoTheSenderMayReuseItsTensor) {

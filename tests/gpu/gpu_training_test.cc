@@ -21,7 +21,7 @@
 #include "absl/debugging/symbolize.h"
 
 #include "checkpoint/checkpoint.h"
-#include "comm/host_staged_communicator.h"
+#include "comm/staged_communicator.h"
 #include "job/job_config.h"
 #include "tests/comm/cpu_only_communicator.h"
 #include "tests/integration/child_process.h"
@@ -152,9 +152,10 @@ TEST(GpuTest, CheckpointRoundTripsCudaTensors) {
   }
 }
 
-TEST(GpuTest, HostStagedCommunicatorMovesCudaTensorsThroughHost) {
+TEST(GpuTest, StagedCommunicatorMovesCudaTensorsThroughHost) {
   SKIP_WITHOUT_CUDA();
-  comm::HostStagedCommunicator comm(std::make_unique<testing::CpuOnlyCommunicator>());
+  comm::StagedCommunicator comm(std::make_unique<testing::CpuOnlyCommunicator>(),
+                                torch::Device(torch::kCUDA, 0));
   const auto on_gpu = torch::TensorOptions().device(torch::kCUDA, 0);
   torch::Tensor t = torch::full({4}, 1.5, on_gpu);
   ASSERT_TRUE(comm.AllReduceSum(t).ok());
@@ -173,6 +174,36 @@ TEST(GpuTest, HostStagedCommunicatorMovesCudaTensorsThroughHost) {
   EXPECT_TRUE(torch::equal(got.cpu(), torch::full({2, 2}, 7.0)));
   ASSERT_TRUE(comm.Broadcast(got, 0).ok());
   EXPECT_TRUE(got.is_cuda());
+}
+
+// A transport of device tensors only (NCCL) staged for the trainer: host tensors travel through
+// the device and come back in place, device tensors pass straight through.
+TEST(GpuTest, StagedCommunicatorMovesHostTensorsThroughTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  auto inner = std::make_unique<testing::CudaOnlyCommunicator>();
+  testing::CudaOnlyCommunicator* raw = inner.get();
+  std::unique_ptr<comm::Communicator> comm = comm::StageWhereNeeded(std::move(inner), 0);
+  torch::Tensor stats = torch::full({4}, 1.5, torch::kDouble);
+  auto read = stats.accessor<double, 1>();  // Taken before the sum: the sum is in place.
+  ASSERT_TRUE(comm->AllReduceSum(stats).ok());
+  EXPECT_TRUE(stats.device().is_cpu());
+  EXPECT_EQ(read[3], 3.0);
+  torch::Tensor counts = torch::ones({3}, torch::kDouble);
+  auto work = comm->AllReduceSumAsync(counts);
+  ASSERT_TRUE(work.ok()) << work.status();
+  ASSERT_TRUE((*work)->Wait().ok());
+  EXPECT_TRUE(torch::equal(counts, torch::full({3}, 2.0, torch::kDouble)));
+  ASSERT_TRUE(comm->Send(torch::full({2, 2}, 7.0), 0, 3).ok());
+  torch::Tensor got = torch::zeros({2, 2});
+  ASSERT_TRUE(comm->Recv(got, 0, 3).ok());
+  EXPECT_TRUE(got.device().is_cpu());
+  EXPECT_TRUE(torch::equal(got, torch::full({2, 2}, 7.0)));
+  ASSERT_TRUE(comm->Broadcast(got, 0).ok());
+  EXPECT_TRUE(torch::equal(got, torch::full({2, 2}, 7.0)));
+  torch::Tensor on_gpu = torch::ones({2}, torch::TensorOptions().device(torch::kCUDA, 0));
+  ASSERT_TRUE(comm->AllReduceSum(on_gpu).ok());
+  EXPECT_TRUE(torch::equal(on_gpu.cpu(), torch::full({2}, 2.0)));
+  EXPECT_EQ(raw->calls, 6);
 }
 
 // Train 6 steps, checkpoint, resume in a fresh trainer to 12: the same losses and parameters,

@@ -3,7 +3,8 @@
 //   DEEPNET_RANK=i DEEPNET_WORLD_SIZE=3 comm_check --backend gloo --rendezvous file:///tmp/x
 // Default mode: all-reduce (float32/int64, 1 and 1M elements, sync and async), broadcast from
 // the last rank, a ring of sends/receives with two tags in flight, Split into two groups with an
-// all-reduce in each, barrier; prints "N passed, M failed" and exits 1 on any failure.
+// all-reduce in each, what the backend's capabilities() declare, barrier; prints "N passed, M
+// failed" and exits 1 on any failure.
 // --fail_mode ungrouped_exchange: send to the next rank, wait, then receive (see
 // RunUngroupedExchange).
 // --fail_mode skip_collective|sigkill: a loop of all-reduces in which --fail_rank skips one
@@ -158,6 +159,38 @@ absl::Status CheckGroupExchange(Communicator& comm) {
   return Mismatch("group from next rank", from_next, torch::full({n}, next + 0.25f));
 }
 
+// What callers rely on when a backend declares it (CommCapabilities): without grouped_p2p a
+// receive posted after the group that holds the sends it pairs with still lets that group
+// complete, synchronous sends included (BoundaryTransfer posts its header receives so); with
+// bf16_sums a bfloat16 all-reduce sums (small integers: exact).
+absl::Status CheckCapabilities(Communicator& comm) {
+  const CommCapabilities capabilities = comm.capabilities();
+  if (!capabilities.grouped_p2p) {
+    const int next = (comm.rank() + 1) % comm.size();
+    const int prev = (comm.rank() + comm.size() - 1) % comm.size();
+    const int64_t n = 300000;  // Beyond eager limits: a rendezvous on every transport.
+    std::vector<P2POp> sends{{P2POp::Kind::kSend, torch::full({n}, comm.rank() + 0.5f), next, 7}};
+    auto group = comm.StartGroup(std::move(sends));
+    if (!group.ok()) return group.status();
+    torch::Tensor in = torch::zeros({n}, torch::kFloat32);
+    auto received = comm.RecvAsync(in, prev, 7);
+    if (!received.ok()) return received.status();
+    if (absl::Status s = (*received)->Wait(); !s.ok()) return s;
+    if (absl::Status s = (*group)->Wait(); !s.ok()) return s;
+    if (absl::Status s = Mismatch("receive after the group", in, torch::full({n}, prev + 0.5f));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (capabilities.bf16_sums) {
+    torch::Tensor t = torch::full({64}, comm.rank() + 1, torch::kBFloat16);
+    if (absl::Status s = comm.AllReduceSum(t); !s.ok()) return s;
+    const int sum = comm.size() * (comm.size() + 1) / 2;
+    return Mismatch("bfloat16 all_reduce", t.to(torch::kFloat32), torch::full({64}, sum * 1.0f));
+  }
+  return absl::OkStatus();
+}
+
 // Even and odd ranks form two groups, ordered by descending old rank (key = -rank).
 absl::Status CheckSplit(Communicator& comm) {
   const int color = comm.rank() % 2;
@@ -204,6 +237,7 @@ int RunChecks(Communicator& comm) {
       {"ring send/recv, two tags", [&] { return CheckRing(comm); }},
       {"grouped exchange with both neighbours", [&] { return CheckGroupExchange(comm); }},
       {"split", [&] { return CheckSplit(comm); }},
+      {"declared capabilities", [&] { return CheckCapabilities(comm); }},
       {"barrier", [&] { return comm.Barrier(); }},
   };
   int passed = 0;
@@ -292,9 +326,14 @@ int Run(const Flags& flags) {
     Log("creating the communicator failed: " + comm.status().ToString());
     return 2;
   }
-  if (comm->comm->backend() == "mpi" && MpiCommunicator::SynchronousSendsRequested()) {
+  if (options.backend == CommBackendKind::kMpi && MpiCommunicator::SynchronousSendsRequested()) {
     Log("synchronous sends (DEEPNET_MPI_SYNC_SEND=1): every send completes only at its receive");
   }
+  const CommCapabilities capabilities = comm->comm->capabilities();
+  Log(absl::StrCat("declares host_tensors=", capabilities.host_tensors,
+                   " device_tensors=", capabilities.device_tensors,
+                   " bf16_sums=", capabilities.bf16_sums,
+                   " grouped_p2p=", capabilities.grouped_p2p));
   Log(absl::StrCat("connected (", comm->comm->backend(), ") in ",
                    std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - start)

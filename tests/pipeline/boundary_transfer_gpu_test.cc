@@ -26,7 +26,7 @@ IncomingMessage Expect(std::vector<std::vector<int64_t>> shapes, int kind, int m
 
 TEST(BoundaryTransferGpuTest, CpuBackendStagesThroughReusedPinnedBuffers) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
-  RecordingCommunicator comm("gloo");
+  RecordingCommunicator comm(testing::LikeGloo());
   const torch::Device cuda(torch::kCUDA, 0);
   BoundaryTransfer transfer(&comm, cuda);
   EXPECT_TRUE(transfer.stages_through_host());
@@ -62,7 +62,7 @@ TEST(BoundaryTransferGpuTest, CpuBackendStagesThroughReusedPinnedBuffers) {
 
 TEST(BoundaryTransferGpuTest, DeviceBackendGetsDeviceTensorsWithoutAHostCopy) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
-  RecordingCommunicator comm("nccl");
+  RecordingCommunicator comm(testing::LikeNccl());
   const torch::Device cuda(torch::kCUDA, 0);
   BoundaryTransfer transfer(&comm, cuda);
   EXPECT_FALSE(transfer.stages_through_host());

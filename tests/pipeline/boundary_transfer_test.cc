@@ -32,7 +32,7 @@ IncomingMessage ExpectActivation(std::vector<std::vector<int64_t>> shapes, int64
 }
 
 TEST(BoundaryTransferTest, SendsAndHeaderReceivesOfOneTickArePostedTogether) {
-  RecordingCommunicator comm("gloo");
+  RecordingCommunicator comm(testing::LikeGloo());
   BoundaryTransfer transfer(&comm, torch::kCPU);
   EXPECT_FALSE(transfer.stages_through_host());
   const torch::Tensor a = torch::randn({2, 3}, torch::requires_grad());
@@ -50,8 +50,24 @@ TEST(BoundaryTransferTest, SendsAndHeaderReceivesOfOneTickArePostedTogether) {
   for (const torch::Tensor& t : comm.handed) EXPECT_FALSE(t.is_pinned());
 }
 
+// The shape of an exchange follows the transport's declared grouped_p2p, not its name: a
+// transport whose group is one unit (NCCL) gets every send and receive in one group.
+TEST(BoundaryTransferTest, GroupedTransportGetsTheWholeExchangeInOneGroup) {
+  comm::CommCapabilities grouped = testing::LikeGloo();
+  grouped.grouped_p2p = true;
+  RecordingCommunicator comm(grouped);
+  BoundaryTransfer transfer(&comm, torch::kCPU);
+  const torch::Tensor a = torch::randn({2, 3});
+  auto got = transfer.Exchange({Activation({a}, 5, 1)}, {ExpectActivation({{2, 3}}, 5, 1)},
+                               "rank 0");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(comm.groups, 1);
+  EXPECT_EQ(comm.handed.size(), 4u);  // Header and tensor, each way.
+  EXPECT_TRUE(torch::equal((*got)[0][0], a));
+}
+
 TEST(BoundaryTransferTest, HeaderMismatchNamesBothBatches) {
-  RecordingCommunicator comm("mpi");
+  RecordingCommunicator comm(testing::LikeGloo());
   BoundaryTransfer transfer(&comm, torch::kCPU);
   auto got = transfer.Exchange({Activation({torch::zeros({3})}, 5, 1)},
                                {ExpectActivation({{3}}, 5, 2)}, "rank 0 (stage 1, replica 0)");
@@ -62,7 +78,7 @@ TEST(BoundaryTransferTest, HeaderMismatchNamesBothBatches) {
 }
 
 TEST(BoundaryTransferTest, WireDtypeIsWhatTravelsAndReceiversGetTheComputeDtype) {
-  RecordingCommunicator comm("gloo");
+  RecordingCommunicator comm(testing::LikeGloo());
   BoundaryTransfer transfer(&comm, torch::kCPU);
   transfer.set_wire_dtype(torch::kBFloat16);
   const torch::Tensor a = torch::randn({8});
@@ -76,7 +92,7 @@ TEST(BoundaryTransferTest, WireDtypeIsWhatTravelsAndReceiversGetTheComputeDtype)
 }
 
 TEST(BoundaryTransferTest, SendOnlyAndReceiveOnlyExchanges) {
-  RecordingCommunicator comm("loopback");
+  RecordingCommunicator comm(testing::LikeLoopback());
   BoundaryTransfer transfer(&comm, torch::kCPU);
   // A send with no receive completes (loopback buffers it); the receive then finds it.
   ASSERT_TRUE(transfer.Exchange({Activation({torch::ones({2})}, 1, 0)}, {}, "r").ok());

@@ -1,8 +1,9 @@
 #pragma once
 
 // A Communicator for BoundaryTransfer tests: one rank (a LoopbackCommunicator underneath) that
-// reports itself as `backend` and, like Gloo and MPI, refuses non-CPU tensors unless told it
-// takes device tensors; it remembers every tensor it was handed.
+// declares the capabilities of the backend it imitates (LikeGloo, LikeNccl, LikeLoopback) and,
+// like Gloo and MPI, refuses non-CPU tensors unless it declares device tensors; it remembers
+// every tensor it was handed.
 #include <torch/torch.h>
 
 #include <memory>
@@ -15,12 +16,26 @@
 
 namespace deepnet::pipeline::testing {
 
+// What Gloo and MPI declare: host tensors, each operation of a group on its own.
+inline comm::CommCapabilities LikeGloo() {
+  return {/*host_tensors=*/true, /*device_tensors=*/false, /*bf16_sums=*/false,
+          /*grouped_p2p=*/false};
+}
+// What NCCL declares: device tensors, one group as one unit.
+inline comm::CommCapabilities LikeNccl() {
+  return {/*host_tensors=*/false, /*device_tensors=*/true, /*bf16_sums=*/true,
+          /*grouped_p2p=*/true};
+}
+inline comm::CommCapabilities LikeLoopback() { return comm::LoopbackCommunicator().capabilities(); }
+
 class RecordingCommunicator final : public comm::Communicator {
  public:
-  explicit RecordingCommunicator(std::string backend) : backend_(std::move(backend)) {}
+  explicit RecordingCommunicator(comm::CommCapabilities capabilities)
+      : capabilities_(capabilities) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  std::string backend() const override { return backend_; }
+  std::string backend() const override { return "recording"; }
+  comm::CommCapabilities capabilities() const override { return capabilities_; }
   absl::StatusOr<std::unique_ptr<comm::CommWork>> AllReduceSumAsync(torch::Tensor t) override {
     return loopback_.AllReduceSumAsync(std::move(t));
   }
@@ -54,15 +69,14 @@ class RecordingCommunicator final : public comm::Communicator {
  private:
   absl::Status Record(const torch::Tensor& t, const char* op) {
     handed.push_back(t);
-    const bool takes_device = backend_ == "nccl" || backend_ == "loopback";
-    if (!takes_device && !t.device().is_cpu()) {
+    if (!capabilities_.device_tensors && !t.device().is_cpu()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(op, ": tensor on ", t.device().str(), "; ", backend_, " moves CPU tensors"));
+          absl::StrCat(op, ": tensor on ", t.device().str(), "; this backend moves CPU tensors"));
     }
     return absl::OkStatus();
   }
 
-  std::string backend_;
+  comm::CommCapabilities capabilities_;
   comm::LoopbackCommunicator loopback_;
 };
 
