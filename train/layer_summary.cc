@@ -16,8 +16,8 @@ double Quantile(const std::vector<double>& sorted, double q) {
 
 }  // namespace
 
-LayerSummary SummarizeLayers(std::vector<double> values) {
-  LayerSummary s;
+job::LayerSummary SummarizeLayers(std::vector<double> values) {
+  job::LayerSummary s;
   if (values.empty()) return s;
   std::sort(values.begin(), values.end());
   s.min = values.front();

@@ -173,10 +173,11 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
       layout += absl::StrCat("\n  rank ", r, ": stage ", r / par.data_parallel, ", replica ",
                              r % par.data_parallel);
     }
-    reporter_->Event("layout", absl::StrCat(par.pipeline_stages, " stage(s) x ", par.data_parallel,
-                                            " replica(s), ", par.micro_batches * config_.optim.accum_steps,
-                                            " micro-batch(es), ", par.schedule, " over ",
-                                            world_->backend(), "\n", layout));
+    reporter_->Event(job::MessageLine{
+        job::ProgressEvent::kLayout,
+        absl::StrCat(par.pipeline_stages, " stage(s) x ", par.data_parallel, " replica(s), ",
+                     par.micro_batches * config_.optim.accum_steps, " micro-batch(es), ",
+                     par.schedule, " over ", world_->backend(), "\n", layout)});
   }
 
   data::MultilingualStreamOptions stream_options;
@@ -247,14 +248,13 @@ absl::Status Trainer::RestoreStream(const pipeline::ResumePoint& point) {
 absl::Status Trainer::Resume() {
   auto check = [this](const nlohmann::json& meta) { return CheckResumable(meta); };
   auto point = engine_->Resume(*store_, check, &rejected_);
-  for (const auto& r : rejected_) reporter_->Event("checkpoint", "rejected: " + r);
+  for (const auto& r : rejected_) reporter_->Event(job::RejectedCheckpointLine{r});
   if (!point.ok()) return absl::IsNotFound(point.status()) ? absl::OkStatus() : point.status();
   if (auto s = RestoreStream(*point); !s.ok()) return s;
   // The guard's retries and learning-rate scale survive a restart.
   if (guard_ && point->metadata.contains("guard")) guard_->RestoreState(point->metadata["guard"]);
   step_ = point->step;
-  reporter_->Event("resume", absl::StrCat("resumed from step ", step_, " (", point->path,
-                                          point->same_layout ? ")" : ", resharded to this layout)"));
+  reporter_->Event(job::ResumeLine{step_, point->path, !point->same_layout});
   return absl::OkStatus();
 }
 
@@ -331,8 +331,8 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep() {
   return m;
 }
 
-absl::StatusOr<ValidMetrics> Trainer::Validate() {
-  ValidMetrics v;
+absl::StatusOr<job::ValidLine> Trainer::Validate() {
+  job::ValidLine v;
   v.step = step_;
   if (data_.valid_examples() == 0) return v;
   data::TokenBatcherOptions options;
@@ -396,11 +396,10 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   const std::string shape = absl::StrCat(
       model::DescribeShape(config_.model), ", ", job::EffectivePrecision(config_.runtime), " on ",
       config_.runtime.device, " (gradients reduced in ", config_.runtime.grad_reduce, ")");
-  reporter_->Event("start", absl::StrCat(config_.name, ": ", shape,
-                                         ", ", data_.train_examples(), " train / ",
-                                         data_.valid_examples(), " valid pairs in ",
-                                         data_.pairs.size(), " directions, from step ", step_,
-                                         " to ", tc.max_steps));
+  reporter_->Event(job::StartLine{
+      absl::StrCat(config_.name, ": ", shape, ", ", data_.train_examples(), " train / ",
+                   data_.valid_examples(), " valid pairs in ", data_.pairs.size(), " directions"),
+      step_, tc.max_steps});
   StartPrefetcher();
   const auto start = Clock::now();
   // A baseline before the first update, so even a short run shows the validation loss move.
@@ -474,7 +473,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
         if (!saved.ok()) return saved.status();
         summary.last_checkpoint = *saved;
         last_saved = step_;
-        reporter_->Checkpoint(step_, *saved);
+        reporter_->Event(job::CheckpointLine{step_, *saved});
         if (guard_) guard_->CheckpointSaved(step_);
       }
     }
@@ -490,7 +489,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       auto saved = SaveCheckpoint();
       if (!saved.ok()) return saved.status();
       summary.last_checkpoint = *saved;
-      reporter_->Checkpoint(step_, *saved);
+      reporter_->Event(job::CheckpointLine{step_, *saved});
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("step ", step_ + 1, ": ", e.what_without_backtrace()));
@@ -516,13 +515,14 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
                                       100.0 * stage_compute_[i] / std::max(1e-12, measured_sum),
                                       100.0 * predicted[i] / std::max(1e-12, predicted_sum)));
     }
-    reporter_->Event("stages", text);
+    reporter_->Event(job::MessageLine{job::ProgressEvent::kStages, text});
   }
-  reporter_->Event("stop", absl::StrCat("step ", step_, " (", summary.stop_reason, ") after ",
-                                        FormatDuration(Seconds(start)), "; ",
-                                        summary.steps_waited_for_data, " of ", steps_run,
-                                        " steps waited for data (",
-                                        absl::StrFormat("%.3f", summary.data_wait_s), " s)"));
+  reporter_->Event(job::MessageLine{
+      job::ProgressEvent::kStop,
+      absl::StrCat("step ", step_, " (", summary.stop_reason, ") after ",
+                   FormatDuration(Seconds(start)), "; ", summary.steps_waited_for_data, " of ",
+                   steps_run, " steps waited for data (",
+                   absl::StrFormat("%.3f", summary.data_wait_s), " s)")});
   return summary;
 }
 

@@ -50,7 +50,7 @@ struct TrainSummary {
   int64_t final_step = 0;
   std::string stop_reason;  // "max_steps", "max_minutes" or "signal".
   std::vector<double> losses;  // Per-step training loss of this run, in order.
-  std::optional<ValidMetrics> last_valid;
+  std::optional<job::ValidLine> last_valid;
   std::string last_checkpoint;  // Folder of the last checkpoint written, if any.
   std::vector<std::string> rejected_checkpoints;  // Skipped on resume, with reasons.
   // Steps of this run that had to wait more than 1 ms for a batch, and the total wait.
@@ -97,9 +97,9 @@ class Trainer {
   // The guard's hooks (train/trainer_guard.cc). GuardStep: true when it rolled back.
   absl::StatusOr<bool> GuardStep(const StepMetrics& m, TrainSummary* summary);
   absl::Status RollBack(int64_t target, const GuardTrigger& trigger, TrainSummary* summary);
-  void GuardValidation(const ValidMetrics& v, TrainSummary* summary);
+  void GuardValidation(const job::ValidLine& v, TrainSummary* summary);
   absl::StatusOr<StepMetrics> TrainStep();
-  absl::StatusOr<ValidMetrics> Validate();
+  absl::StatusOr<job::ValidLine> Validate();
   absl::StatusOr<pipeline::ProbeNorms> ProbeNorm();
   const pipeline::MicroBatch& ProbeBatch();  // Built on first use, then kept.
   const std::vector<data::TokenizedExample>& ProbeSet() const;

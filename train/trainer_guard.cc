@@ -39,15 +39,16 @@ absl::StatusOr<bool> Trainer::GuardStep(const StepMetrics& m, TrainSummary* summ
         summary->last_checkpoint.empty()
             ? decision->reason
             : absl::StrCat(decision->reason, "; last checkpoint: ", summary->last_checkpoint);
-    reporter_->Record("guard",
-                      {{"step", m.step},
-                       {"action", "fail"},
-                       {"trigger", trigger->kind},
-                       {"value", trigger->value},
-                       {"threshold", trigger->threshold},
-                       {"retries", guard_->retries()},
-                       {"max_retries", guard_->max_retries()}},
-                      reason);
+    job::GuardLine line;
+    line.step = m.step;
+    line.action = job::GuardAction::kFail;
+    line.trigger = trigger->kind;
+    line.value = trigger->value;
+    line.threshold = trigger->threshold;
+    line.retries = guard_->retries();
+    line.max_retries = guard_->max_retries();
+    line.message = reason;
+    reporter_->Event(line);
     return GuardFailure(reason);
   }
   if (auto s = RollBack(decision->target_step, *trigger, summary); !s.ok()) return s;
@@ -71,7 +72,7 @@ absl::Status Trainer::RollBack(int64_t target, const GuardTrigger& trigger, Trai
   std::vector<std::string> rejected;
   auto point = engine_->Resume(
       *store_, [this](const nlohmann::json& meta) { return CheckResumable(meta); }, &rejected);
-  for (const auto& r : rejected) reporter_->Event("checkpoint", "rejected: " + r);
+  for (const auto& r : rejected) reporter_->Event(job::RejectedCheckpointLine{r});
   if (!point.ok()) return point.status();
   if (point->step != target) {
     return absl::DataLossError(absl::StrCat("guard: rollback to step ", target, " restored step ",
@@ -100,23 +101,24 @@ absl::Status Trainer::RollBack(int64_t target, const GuardTrigger& trigger, Trai
       trigger.Describe(), "; rolled back to step ", target, " (retry ", guard_->retries(), " of ",
       guard_->max_retries(), ", learning rate x", absl::StrFormat("%.4g", guard_->lr_scale()),
       skip ? absl::StrCat(", batches of ", skipped_steps, " step(s) skipped") : "", ")");
-  reporter_->Record("guard",
-                    {{"step", trigger.step},
-                     {"action", "rollback"},
-                     {"trigger", trigger.kind},
-                     {"value", trigger.value},
-                     {"threshold", trigger.threshold},
-                     {"to_step", target},
-                     {"checkpoint", point->path},
-                     {"skipped_steps", skip ? skipped_steps : 0},
-                     {"retries", guard_->retries()},
-                     {"max_retries", guard_->max_retries()},
-                     {"lr_scale", guard_->lr_scale()}},
-                    text);
+  job::GuardLine line;
+  line.step = trigger.step;
+  line.action = job::GuardAction::kRollback;
+  line.trigger = trigger.kind;
+  line.value = trigger.value;
+  line.threshold = trigger.threshold;
+  line.retries = guard_->retries();
+  line.max_retries = guard_->max_retries();
+  line.to_step = target;
+  line.checkpoint = point->path;
+  line.skipped_steps = skip ? skipped_steps : 0;
+  line.lr_scale = guard_->lr_scale();
+  line.message = text;
+  reporter_->Event(line);
   return absl::OkStatus();
 }
 
-void Trainer::GuardValidation(const ValidMetrics& v, TrainSummary* summary) {
+void Trainer::GuardValidation(const job::ValidLine& v, TrainSummary* summary) {
   if (!guard_ || !guard_->Validation(v.step, v.loss)) return;
   ++summary->plateaus;
   const bool rewarm = config_.guard.plateau_action == "rewarm";
@@ -126,14 +128,9 @@ void Trainer::GuardValidation(const ValidMetrics& v, TrainSummary* summary) {
       " has not improved on ", absl::StrFormat("%.4f", guard_->best_valid().value_or(v.loss)),
       " by more than ", config_.guard.plateau_min_delta, " in ", config_.guard.plateau_window,
       " validations", rewarm ? "; warm-up restarted" : "");
-  reporter_->Record("plateau",
-                    {{"step", v.step},
-                     {"valid_loss", v.loss},
-                     {"best_valid_loss", guard_->best_valid().value_or(v.loss)},
-                     {"window", config_.guard.plateau_window},
-                     {"min_delta", config_.guard.plateau_min_delta},
-                     {"action", config_.guard.plateau_action}},
-                    text);
+  reporter_->Event(job::PlateauLine{v.step, v.loss, guard_->best_valid().value_or(v.loss),
+                                    config_.guard.plateau_window, config_.guard.plateau_min_delta,
+                                    config_.guard.plateau_action, text});
 }
 
 }  // namespace deepnet::train

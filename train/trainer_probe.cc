@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "data/parallel_corpus.h"
+#include "train/layer_summary.h"
 #include "train/trainer.h"
 
 namespace deepnet::train {
@@ -74,7 +77,7 @@ absl::Status Trainer::ProbeAndDiagnose(StepMetrics* m) {
   if (probe_schedule_.Contains(step_)) {
     auto norms = ProbeNorm();
     if (!norms.ok()) return norms.status();
-    ProbeMetrics p;
+    job::ProbeLine p;
     p.step = step_;
     p.update_norm = norms->update_norm;
     p.f0_norm = norms->f0_norm;
@@ -91,15 +94,21 @@ absl::Status Trainer::ProbeAndDiagnose(StepMetrics* m) {
   if (DiagnosticStep(step_)) {
     auto diagnosed = engine_->Diagnose(ProbeBatch());
     if (!diagnosed.ok()) return diagnosed.status();
-    DiagnosticsMetrics d;
+    job::DiagnosticsLine d;
     d.step = step_;
     d.other_grad_norm = diagnosed->other_grad_norm;
     const int64_t n = config_.model.encoder_layers();
+    std::vector<double> ln, grad;
     for (size_t l = 0; l < diagnosed->ln_input_norm.size(); ++l) {
       const int64_t layer = static_cast<int64_t>(l);
-      d.layers.push_back({layer < n ? "encoder" : "decoder", layer < n ? layer : layer - n,
-                          diagnosed->ln_input_norm[l], diagnosed->grad_norm[l]});
+      d.per_layer.push_back({layer < n ? "encoder" : "decoder", layer < n ? layer : layer - n,
+                             diagnosed->ln_input_norm[l], diagnosed->grad_norm[l]});
+      ln.push_back(diagnosed->ln_input_norm[l]);
+      grad.push_back(diagnosed->grad_norm[l]);
     }
+    d.layers = static_cast<int64_t>(d.per_layer.size());
+    d.ln_input_norm = SummarizeLayers(std::move(ln));
+    d.grad_norm = SummarizeLayers(std::move(grad));
     reporter_->Diagnostics(d);
   }
   return absl::OkStatus();

@@ -27,7 +27,7 @@ namespace deepnet::worker {
 // What the trainer's reader thread found; shared with it, hence its own lock.
 struct TaskOutput {
   std::mutex mu;
-  std::vector<ReportedStep> points;  // Guarded by mu.
+  std::vector<MetricPoint> points;  // Guarded by mu.
   std::vector<int64_t> checkpoints;  // Guarded by mu.
   int64_t step = 0;                  // Guarded by mu.
   int64_t newest_checkpoint = 0;     // Guarded by mu: written or resumed from.
@@ -426,17 +426,17 @@ TrainerSupervisor::Events TrainerSupervisor::Poll() {
   for (auto& [key, task] : tasks) {
     // Reaping joins the reader thread, so the trainer's last lines are in `output` after it.
     std::optional<TrainerExitStatus> exit = task->process->Poll();
-    MetricBatch batch;
+    MetricReport report;
     {
       std::lock_guard<std::mutex> lock(task->output->mu);
-      batch.points.swap(task->output->points);
-      batch.checkpoint_steps.swap(task->output->checkpoints);
+      report.points.swap(task->output->points);
+      report.checkpoint_steps.swap(task->output->checkpoints);
     }
-    if (!batch.points.empty() || !batch.checkpoint_steps.empty()) {
+    if (!report.points.empty() || !report.checkpoint_steps.empty()) {
       const int64_t memory = task->process->PeakResidentBytes();
-      for (ReportedStep& point : batch.points) point.memory_bytes = memory;
-      std::tie(batch.job_id, batch.attempt, batch.rank) = key;
-      events.metrics.push_back(std::move(batch));
+      for (MetricPoint& point : report.points) point.memory_bytes = memory;
+      std::tie(report.job_id, report.attempt, report.rank) = key;
+      events.metrics.push_back(std::move(report));
     }
     if (!exit) continue;
     TaskExit out;

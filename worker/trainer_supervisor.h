@@ -118,7 +118,9 @@ struct TaskExit {
   std::chrono::system_clock::time_point time;
 };
 
-struct ReportedStep {
+// One metric point: a step's values or a guard event, as the trainer printed it
+// (deepnet.v1.MetricPoint without the proto).
+struct MetricPoint {
   TrainerStep values;
   // When the worker read the line.
   std::chrono::system_clock::time_point time;
@@ -128,12 +130,13 @@ struct ReportedStep {
   std::optional<TrainerGuardEvent> guard;
 };
 
-// Progress of one rank since the previous Poll().
-struct MetricBatch {
+// The points and checkpoints of one rank since the previous Poll() (deepnet.v1.MetricReport
+// without the proto).
+struct MetricReport {
   std::string job_id;
   int attempt = 0;
   int rank = 0;
-  std::vector<ReportedStep> points;
+  std::vector<MetricPoint> points;
   std::vector<int64_t> checkpoint_steps;
 };
 
@@ -163,7 +166,7 @@ class TrainerSupervisor {
 
   struct Events {
     // Points and checkpoints, per rank; ranks in `exits` come here first.
-    std::vector<MetricBatch> metrics;
+    std::vector<MetricReport> metrics;
     std::vector<TaskExit> exits;
   };
   // Non-blocking: sends due SIGKILLs, reaps exited trainers (forgetting them) and collects the

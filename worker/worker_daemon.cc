@@ -68,7 +68,7 @@ AssignmentSpec FromProto(const v1::Assignment& a) {
   return spec;
 }
 
-void SetSummary(const TrainerLayerSummary& s, v1::LayerSummary* out) {
+void SetSummary(const job::LayerSummary& s, v1::LayerSummary* out) {
   out->set_min(s.min);
   out->set_max(s.max);
   out->set_mean(s.mean);
@@ -76,7 +76,9 @@ void SetSummary(const TrainerLayerSummary& s, v1::LayerSummary* out) {
   out->set_p90(s.p90);
 }
 
-// MetricPoint fields 14-23 from the probe and diagnostics lines merged into the step.
+// MetricPoint fields 14-23 from the probe and diagnostics lines merged into the step. The proto
+// flattens them into the point, hence its prefixed names: the probe line's update_norm is
+// probe_update_norm, the diagnostics summary's grad_norm is layer_grad_norm.
 void SetProbeAndDiagnostics(const TrainerStep& step, v1::MetricPoint* point) {
   if (const auto& p = step.probe) {
     point->set_probe_step(p->step);
@@ -94,13 +96,13 @@ void SetProbeAndDiagnostics(const TrainerStep& step, v1::MetricPoint* point) {
   }
 }
 
-v1::WorkerMessage ToProto(const MetricBatch& batch) {
+v1::WorkerMessage ToProto(const MetricReport& metrics) {
   v1::WorkerMessage message;
   v1::MetricReport* report = message.mutable_metrics();
-  report->set_job_id(batch.job_id);
-  report->set_attempt(batch.attempt);
-  report->set_rank(batch.rank);
-  for (const ReportedStep& p : batch.points) {
+  report->set_job_id(metrics.job_id);
+  report->set_attempt(metrics.attempt);
+  report->set_rank(metrics.rank);
+  for (const MetricPoint& p : metrics.points) {
     v1::MetricPoint* point = report->add_points();
     point->set_step(p.values.step);
     point->set_loss(p.values.loss);
@@ -110,7 +112,7 @@ v1::WorkerMessage ToProto(const MetricBatch& batch) {
     point->set_tokens_per_s(p.values.tokens_per_s);
     point->set_update_norm(p.values.update_norm.value_or(0.0));
     SetTime(p.time, point->mutable_time());
-    point->set_attempt(batch.attempt);
+    point->set_attempt(metrics.attempt);
     point->set_memory_bytes(p.memory_bytes);
     point->set_gpu_allocated_bytes(p.values.gpu_allocated_bytes);
     point->set_gpu_reserved_bytes(p.values.gpu_reserved_bytes);
@@ -124,7 +126,7 @@ v1::WorkerMessage ToProto(const MetricBatch& batch) {
       point->set_guard_message(p.guard->message);
     }
   }
-  for (int64_t step : batch.checkpoint_steps) report->add_checkpoint_steps(step);
+  for (int64_t step : metrics.checkpoint_steps) report->add_checkpoint_steps(step);
   return message;
 }
 
@@ -484,7 +486,7 @@ void WorkerDaemon::SupervisionLoop() {
     if (!events.metrics.empty() || !events.exits.empty()) {
       std::lock_guard<std::mutex> lock(outbox_mu_);
       // Reports first: the coordinator sees a rank's last points before its exit.
-      for (const MetricBatch& batch : events.metrics) outbox_->messages.push_back(ToProto(batch));
+      for (const MetricReport& report : events.metrics) outbox_->messages.push_back(ToProto(report));
       for (const TaskExit& exit : events.exits) outbox_->messages.push_back(ToProto(exit));
       while (outbox_->messages.size() > kMaxOutbox) {
         auto report = std::find_if(outbox_->messages.begin(), outbox_->messages.end(),

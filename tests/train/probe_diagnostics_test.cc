@@ -145,7 +145,7 @@ TEST(ProbeDiagnosticsTest, LayerGradientNormsAddUpToTheStepsGradientNorm) {
     }
     // Before clipping (clip_norm 0.5 does clip here): the step line's global norm.
     EXPECT_NEAR(std::sqrt(sumsq), grad_norm.at(step), 1e-6 * grad_norm.at(step));
-    const LayerSummary want = SummarizeLayers(ln);
+    const job::LayerSummary want = SummarizeLayers(ln);
     const auto& got = d.at("summary").at("ln_input_norm");
     EXPECT_DOUBLE_EQ(got.at("min").get<double>(), want.min);
     EXPECT_DOUBLE_EQ(got.at("max").get<double>(), want.max);
@@ -174,13 +174,13 @@ TEST(ProbeDiagnosticsTest, DiagnosticsDoNotChangeTraining) {
 }
 
 TEST(ProbeDiagnosticsTest, LayerSummaryQuantilesInterpolate) {
-  const LayerSummary s = SummarizeLayers({4, 1, 3, 2});
+  const job::LayerSummary s = SummarizeLayers({4, 1, 3, 2});
   EXPECT_EQ(s.min, 1);
   EXPECT_EQ(s.max, 4);
   EXPECT_EQ(s.mean, 2.5);
   EXPECT_EQ(s.p50, 2.5);
   EXPECT_DOUBLE_EQ(s.p90, 3.7);
-  const LayerSummary one = SummarizeLayers({7});
+  const job::LayerSummary one = SummarizeLayers({7});
   EXPECT_EQ(one.p50, 7);
   EXPECT_EQ(one.p90, 7);
   EXPECT_EQ(SummarizeLayers({}).max, 0);

@@ -201,3 +201,101 @@ TEST(TrainerOutputParserTest, GuardAndPlateauEvents) {
 
 }  // namespace
 }  // namespace deepnet::worker
+
+namespace deepnet::worker {
+namespace {
+
+bool Empty(const TrainerLine& line) {
+  return !line.step && !line.checkpoint && !line.resumed_step && !line.start_step && !line.probe &&
+         !line.diagnostics && !line.guard;
+}
+
+// Lines as the trainer writes them (job::FormatProgressLine, which train/progress_reporter.cc
+// calls) give the worker what the trainer reported.
+TEST(TrainerOutputParserTest, ReadsWhatTheTrainerWrites) {
+  job::StepLine step;
+  step.step = 12;
+  step.loss = 2.5;
+  step.nll = 2.25;
+  step.lr = 0.001;
+  step.grad_norm = 1.5;
+  step.tokens_per_s = 900.0;
+  step.update_norm = 0.75;
+  step.on_gpu = true;
+  step.gpu_allocated_bytes = 10;
+  step.gpu_reserved_bytes = 30;
+  step.gpu_peak_allocated_bytes = 20;
+  TrainerLine line = ParseTrainerLine(job::FormatProgressLine(step));
+  ASSERT_TRUE(line.step.has_value());
+  EXPECT_EQ(line.step->step, 12);
+  EXPECT_EQ(line.step->loss, 2.5);
+  EXPECT_EQ(line.step->nll, 2.25);
+  EXPECT_EQ(line.step->lr, 0.001);
+  EXPECT_EQ(line.step->grad_norm, 1.5);
+  EXPECT_EQ(line.step->tokens_per_s, 900.0);
+  EXPECT_EQ(line.step->update_norm, 0.75);
+  EXPECT_EQ(line.step->gpu_allocated_bytes, 10);
+  EXPECT_EQ(line.step->gpu_reserved_bytes, 30);
+  EXPECT_EQ(line.step->gpu_peak_allocated_bytes, 20);
+
+  line =
+      ParseTrainerLine(job::FormatProgressLine(job::ProbeLine{12, 0.5, 4.0, 0.125, 1.0, 2.0, 0.5}));
+  ASSERT_TRUE(line.probe.has_value());
+  EXPECT_EQ(line.probe->logits_f0_norm, 2.0);
+
+  job::DiagnosticsLine diagnostics;
+  diagnostics.step = 12;
+  diagnostics.per_layer = {{"encoder", 0, 2.0, 0.5}};
+  diagnostics.layers = 1;
+  diagnostics.grad_norm = {0.5, 0.5, 0.5, 0.5, 0.5};
+  diagnostics.other_grad_norm = 0.25;
+  line = ParseTrainerLine(job::FormatProgressLine(diagnostics));
+  ASSERT_TRUE(line.diagnostics.has_value());
+  EXPECT_EQ(line.diagnostics->layers, 1);
+  EXPECT_EQ(line.diagnostics->grad_norm.p90, 0.5);
+  EXPECT_EQ(line.diagnostics->other_grad_norm, 0.25);
+  EXPECT_TRUE(line.diagnostics->per_layer.empty());  // Per-layer values stay in the log.
+
+  line = ParseTrainerLine(job::FormatProgressLine(job::CheckpointLine{12, "/c/step_12"}));
+  ASSERT_TRUE(line.checkpoint.has_value());
+  EXPECT_EQ(line.checkpoint->step, 12);
+  EXPECT_EQ(line.checkpoint->path, "/c/step_12");
+  line = ParseTrainerLine(job::FormatProgressLine(job::ResumeLine{8, "/c/step_8", true}));
+  EXPECT_EQ(line.resumed_step, 8);
+  line = ParseTrainerLine(job::FormatProgressLine(job::StartLine{"job: 2+2 layers", 8, 100}));
+  EXPECT_EQ(line.start_step, 8);
+
+  job::GuardLine guard;
+  guard.step = 9;
+  guard.action = job::GuardAction::kRollback;
+  guard.trigger = "loss_spike";
+  guard.to_step = 8;
+  guard.retries = 2;
+  guard.message = "rolled back";
+  line = ParseTrainerLine(job::FormatProgressLine(guard));
+  ASSERT_TRUE(line.guard.has_value());
+  EXPECT_EQ(line.guard->kind, "rollback");
+  EXPECT_EQ(line.guard->trigger, "loss_spike");
+  EXPECT_EQ(line.guard->to_step, 8);
+  EXPECT_EQ(line.guard->retries, 2);
+  EXPECT_EQ(line.guard->message, "rolled back");
+  line = ParseTrainerLine(
+      job::FormatProgressLine(job::PlateauLine{30, 3.5, 3.0, 5, 0.01, "none", "flat"}));
+  ASSERT_TRUE(line.guard.has_value());
+  EXPECT_EQ(line.guard->kind, "plateau");
+  EXPECT_EQ(line.guard->step, 30);
+
+  // Lines the worker has no use for.
+  for (const job::ProgressLine& other :
+       {job::ProgressLine(job::ValidLine{12, 2.0, 1.9, 50}),
+        job::ProgressLine(job::RejectedCheckpointLine{"/c/step_4: bad"}),
+        job::ProgressLine(job::MessageLine{job::ProgressEvent::kLayout, "1 stage(s)"}),
+        job::ProgressLine(job::MessageLine{job::ProgressEvent::kStages, "stage 0"}),
+        job::ProgressLine(job::MessageLine{job::ProgressEvent::kStop, "step 12 (signal)"})}) {
+    EXPECT_TRUE(Empty(ParseTrainerLine(job::FormatProgressLine(other))))
+        << job::FormatProgressLine(other);
+  }
+}
+
+}  // namespace
+}  // namespace deepnet::worker
