@@ -119,7 +119,7 @@ absl::Status Trainer::RollBack(int64_t target, const GuardTrigger& trigger, Trai
 void Trainer::GuardValidation(const ValidMetrics& v, TrainSummary* summary) {
   if (!guard_ || !guard_->Validation(v.step, v.loss)) return;
   ++summary->plateaus;
-  const bool rewarm = config_.guard.plateau_action == "rewarm";
+  const bool rewarm = config_.guard.plateau_action == job::PlateauAction::kRewarm;
   if (rewarm) guard_->Rewarm(step_);
   const std::string text = absl::StrCat(
       "step ", v.step, ": validation loss ", absl::StrFormat("%.4f", v.loss),
@@ -132,7 +132,7 @@ void Trainer::GuardValidation(const ValidMetrics& v, TrainSummary* summary) {
                      {"best_valid_loss", guard_->best_valid().value_or(v.loss)},
                      {"window", config_.guard.plateau_window},
                      {"min_delta", config_.guard.plateau_min_delta},
-                     {"action", config_.guard.plateau_action}},
+                     {"action", job::ToString(config_.guard.plateau_action)}},
                     text);
 }
 
