@@ -196,15 +196,11 @@ json RunConfig(const BenchConfig& b, const Shape& shape, const torch::Device& de
     return r;
   }
   model::DeepNetConfig mc = config->model;
-  auto options = train::EngineOptionsFor(*config, mc, device);
-  if (!options.ok()) {
-    r["status"] = "skipped: " + std::string(options.status().message());
-    return r;
-  }
+  pipeline::EngineOptions options = train::EngineOptionsFor(*config, mc, device);
   const int64_t sentences = std::max<int64_t>(1, b.tokens / shape.sequence);
-  options->source_length = shape.sequence;
-  options->target_length = shape.sequence;
-  options->batch_sentences = sentences;
+  options.source_length = shape.sequence;
+  options.target_length = shape.sequence;
+  options.batch_sentences = sentences;
   const int64_t tokens = sentences * shape.sequence;
   r["tokens"] = tokens;
   r["job_yaml"] = yaml;
@@ -212,7 +208,7 @@ json RunConfig(const BenchConfig& b, const Shape& shape, const torch::Device& de
   try {
     ResetPeakMemory(device);
     comm::LoopbackCommunicator world;
-    auto engine = pipeline::PipelineEngine::Create(*options, &world);
+    auto engine = pipeline::PipelineEngine::Create(options, &world);
     if (!engine.ok()) {
       r["status"] = "failed: " + std::string(engine.status().message());
       return r;

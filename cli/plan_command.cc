@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <ostream>
 
 #include "cli/commands.h"
@@ -15,9 +16,9 @@ namespace {
 // Matrix-product TFLOP/s of one H100 SXM at each precision, when --tflops is not given: bf16 as
 // measured on the GPU test machine (an 8192^3 bf16 matmul, 770-800), TF32 half of it, and fp32
 // without tensor cores the datasheet's 67.
-double DefaultTflops(const std::string& precision) {
-  if (precision == "bf16") return 790.0;
-  if (precision == "tf32") return 395.0;
+double DefaultTflops(job::PrecisionChoice precision) {
+  if (precision == job::PrecisionChoice::kBf16) return 790.0;
+  if (precision == job::PrecisionChoice::kTf32) return 395.0;
   return 67.0;
 }
 
@@ -69,14 +70,18 @@ int RunPlan(const PlanCommand& c, std::ostream& out, std::ostream& err) {
     err << "deepnet plan: " << config.status().message() << "\n";
     return kExitBadInput;
   }
-  if (c.precision != "fp32" && c.precision != "tf32" && c.precision != "bf16") {
+  // The job's runtime.precision names; auto needs a device, which a plan has not.
+  const std::optional<job::PrecisionChoice> precision =
+      job::ParseChoice<job::PrecisionChoice>(c.precision);
+  if (!precision || *precision == job::PrecisionChoice::kAuto) {
     err << "deepnet plan: --precision: must be fp32, tf32 or bf16 (got " << c.precision << ")\n";
     return kExitBadInput;
   }
   job::PlanOptions o;
   o.layout = job::LayoutOf(*config);
   // TF32 changes the matmul rate, not what is stored.
-  o.layout.precision = c.precision == "bf16" ? job::Precision::kBf16 : job::Precision::kFp32;
+  o.layout.precision =
+      *precision == job::PrecisionChoice::kBf16 ? job::Precision::kBf16 : job::Precision::kFp32;
   if (c.stages > 0) o.layout.pipeline_stages = c.stages;
   if (c.micro_batches > 0) o.layout.micro_batches = c.micro_batches;
   if (c.tokens > 0) o.layout.tokens_per_micro_batch = c.tokens;
@@ -101,7 +106,7 @@ int RunPlan(const PlanCommand& c, std::ostream& out, std::ostream& err) {
       return kExitBadInput;
     }
   }
-  o.peak_tflops = c.tflops >= 0.0 ? c.tflops : DefaultTflops(c.precision);
+  o.peak_tflops = c.tflops >= 0.0 ? c.tflops : DefaultTflops(*precision);
   o.efficiency = c.efficiency;
   o.allreduce_gbps = c.allreduce_gbps;
   o.p2p_gbps = c.p2p_gbps;

@@ -20,6 +20,7 @@
 #include "job/stop_exit.h"
 #include "storage/checkpoint_fence.h"
 #include "train/cuda_device.h"
+#include "train/engine_options.h"
 #include "train/runtime_threads.h"
 #include "train/trainer.h"
 
@@ -103,13 +104,8 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   train::KeepFreedMemoryForReuse();
   comm::World world;  // Outlives the trainer.
   if (world_size > 1) {
-    auto backend = comm::ParseCommBackend(config->parallel.backend);
-    if (!backend.ok()) {
-      Say(err, who, absl::StrCat("parallel.backend: ", backend.status().message()));
-      return kExitBadInput;
-    }
     comm::CommOptions options;
-    options.backend = *backend;
+    options.backend = train::CommBackendOf(config->parallel.backend);
     options.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(config->parallel.timeout_s * 1000.0));
     // deepnet-worker's rendezvous (the coordinator's) wins over the job file's.
@@ -147,7 +143,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
   io.live = &out == &std::cout && isatty(STDOUT_FILENO) && world_size == 1;
   io.stop = stop;
   if (!command.no_memory_check) {
-    io.memory = train::AvailableMemory(config->runtime.device.rfind("cuda", 0) == 0,
+    io.memory = train::AvailableMemory(config->runtime.device.is_cuda(),
                                        launch->local_size, train::DefaultMemorySources());
   }
   // Test facility: forced NaN losses or spikes for the divergence guard (docs/OPERATIONS.md).

@@ -44,7 +44,8 @@ absl::StatusOr<std::unique_ptr<Translator>> Translator::Open(const std::string& 
 
   std::unique_ptr<Translator> t(new Translator());
   t->languages_ = meta["languages"].get<std::vector<std::string>>();
-  const std::string kind = meta.value("tokenizer", job_config->data.tokenizer);
+  const std::string kind =
+      meta.value("tokenizer", job::ToString(job_config->data.tokenizer));
   if (kind == "sentencepiece") {
     torch::Tensor bytes = ckpt->Find("tokenizer.model");
     if (!bytes.defined()) {

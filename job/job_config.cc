@@ -21,144 +21,54 @@
 #include "absl/strings/str_split.h"
 #include "job/yaml_limits.h"
 #include "job/guard_config.h"
+#include "job/job_schema.h"
+#include "job/world_size.h"
 #include "job/yaml_reader.h"
 
 namespace deepnet::job {
 namespace {
 
-void ReadModel(YamlMapReader r, model::DeepNetConfig* m) {
-  r.Int("encoder_layers", &m->encoder_layers());
-  r.Int("decoder_layers", &m->decoder_layers());
-  r.Int("d_model", &m->d_model());
-  r.Int("heads", &m->heads());
-  r.Int("ffn_dim", &m->ffn_dim());
-  r.Int("vocab_size", &m->vocab_size());
-  r.Forbid("pad_id", "not user-settable (the padding id comes from the tokenizer)");
-  r.Double("dropout", &m->dropout());
-  r.Double("attention_dropout", &m->attention_dropout());
-  r.Double("activation_dropout", &m->activation_dropout());
-  r.Enum("activation", &m->activation(), {model::Activation::kRelu, model::Activation::kGelu},
-         [](model::Activation a) { return model::ToString(a); });
-  r.Int("max_positions", &m->max_positions());
-  r.Bool("share_all_embeddings", &m->share_all_embeddings());
-  r.Bool("share_decoder_input_output", &m->share_decoder_input_output());
-  r.Enum("norm", &m->norm(),
-         {model::NormVariant::kDeepNorm, model::NormVariant::kPostLn, model::NormVariant::kPreLn,
-          model::NormVariant::kPostLnInit, model::NormVariant::kDeepNormPreLn},
-         [](model::NormVariant n) { return model::ToString(n); });
-  r.Double("layer_norm_eps", &m->layer_norm_eps());
-  r.Enum("init", &m->init(), {model::InitScheme::kPaper, model::InitScheme::kScaledDefault},
-         [](model::InitScheme i) { return model::ToString(i); });
-  r.Enum("positions", &m->positions(),
-         {model::PositionKind::kSinusoidal, model::PositionKind::kLearned},
-         [](model::PositionKind p) { return model::ToString(p); });
-  r.Finish();
-}
+// Reads the keys the schema declares (job/job_schema.h) from one YAML map: the visitor that
+// VisitJob walks to parse a job file.
+class SchemaReader {
+ public:
+  explicit SchemaReader(YamlMapReader reader) : r_(std::move(reader)) {}
 
-void ReadData(YamlMapReader r, DataConfig* d) {
-  r.String("source", &d->source);
-  r.String("shard_dir", &d->shard_dir);
-  YamlMapReader synthetic = r.Section("synthetic");
-  synthetic.StringList("languages", &d->synthetic.languages);
-  synthetic.Int("pairs_per_language", &d->synthetic.pairs_per_language);
-  synthetic.Int("min_words", &d->synthetic.min_words);
-  synthetic.Int("max_words", &d->synthetic.max_words);
-  synthetic.Uint("seed", &d->synthetic.seed);
-  synthetic.Finish();
-  YamlMapReader random = r.Section("random_tokens");
-  random.Int("vocab_size", &d->random_tokens.vocab_size);
-  random.Int("pairs", &d->random_tokens.pairs);
-  random.Int("min_len", &d->random_tokens.min_len);
-  random.Int("max_len", &d->random_tokens.max_len);
-  random.String("target", &d->random_tokens.target);
-  random.Uint("seed", &d->random_tokens.seed);
-  random.Finish();
-  r.String("train_path", &d->train_path);
-  r.String("valid_path", &d->valid_path);
-  r.String("src_lang", &d->src_lang);
-  r.String("tgt_lang", &d->tgt_lang);
-  r.Double("valid_fraction", &d->valid_fraction);
-  r.String("tokenizer", &d->tokenizer);
-  r.Int("max_tokens", &d->max_tokens);
-  r.Int("max_sentences", &d->max_sentences);
-  r.Int("max_len", &d->max_len);
-  r.Double("temperature", &d->temperature);
-  r.Int("prefetch", &d->prefetch);
-  r.Finish();
-}
+  void Int(const char* key, int64_t& field, IntBounds) { r_.Int(key, &field); }
+  void Uint(const char* key, uint64_t& field) { r_.Uint(key, &field); }
+  void Real(const char* key, double& field, RealBounds) { r_.Double(key, &field); }
+  void Bool(const char* key, bool& field) { r_.Bool(key, &field); }
+  void String(const char* key, std::string& field, Omit) { r_.String(key, &field); }
+  void StringList(const char* key, std::vector<std::string>& field) {
+    r_.StringList(key, &field);
+  }
+  void StringMap(const char* key, std::map<std::string, std::string>& field) {
+    r_.StringMap(key, &field);
+  }
+  void RealPair(const char* key, double& first, double& second) {
+    r_.DoubleTuple(key, {&first, &second});
+  }
+  template <typename E>
+  void Choice(const char* key, E& field) {
+    r_.Named(
+        key, &field, [](std::string_view name) { return ParseChoice<E>(name); },
+        AllowedChoices<E>());
+  }
+  void Device(const char* key, job::Device& field) {
+    r_.Named(key, &field, ParseDevice, "cpu, cuda or cuda:N");
+  }
+  template <typename Fn>
+  void Section(const char* key, Fn visit) {
+    SchemaReader section(r_.Section(key));
+    visit(section);
+    section.Finish();
+  }
+  void Forbid(const char* key, const std::string& why) { r_.Forbid(key, why); }
+  void Finish() { r_.Finish(); }
 
-void ReadOptim(YamlMapReader r, OptimConfig* o) {
-  r.Double("lr", &o->lr);
-  r.DoubleTuple("betas", {&o->beta1, &o->beta2});
-  r.Double("eps", &o->eps);
-  r.Double("weight_decay", &o->weight_decay);
-  r.Int("warmup_steps", &o->warmup_steps);
-  r.Double("warmup_init_lr", &o->warmup_init_lr);
-  r.Double("clip_norm", &o->clip_norm);
-  r.Int("accum_steps", &o->accum_steps);
-  r.Double("label_smoothing", &o->label_smoothing);
-  r.Finish();
-}
-
-void ReadTrain(YamlMapReader r, TrainConfig* t) {
-  r.Int("max_steps", &t->max_steps);
-  r.Double("max_minutes", &t->max_minutes);
-  r.Uint("seed", &t->seed);
-  r.Int("log_every", &t->log_every);
-  r.Int("probe_every", &t->probe_every);
-  r.Int("probe_sentences", &t->probe_sentences);
-  r.String("probe_schedule", &t->probe_schedule);
-  r.String("probe_file", &t->probe_file);
-  r.Int("diagnostics_every", &t->diagnostics_every);
-  r.Int("valid_every", &t->valid_every);
-  r.Int("valid_max_pairs", &t->valid_max_pairs);
-  r.Finish();
-}
-
-void ReadJob(const YAML::Node& root, JobConfig* c, ConfigProblems* problems) {
-  YamlMapReader top(root, "", problems);
-  top.String("name", &c->name);
-  ReadModel(top.Section("model"), &c->model);
-  ReadData(top.Section("data"), &c->data);
-  ReadOptim(top.Section("optim"), &c->optim);
-  ReadTrain(top.Section("train"), &c->train);
-  YamlMapReader checkpoint = top.Section("checkpoint");
-  checkpoint.String("dir", &c->checkpoint.dir);
-  checkpoint.Int("every_steps", &c->checkpoint.every_steps);
-  checkpoint.Int("keep_last", &c->checkpoint.keep_last);
-  checkpoint.Bool("resume", &c->checkpoint.resume);
-  checkpoint.Finish();
-  YamlMapReader runtime = top.Section("runtime");
-  runtime.Int("blas_threads", &c->runtime.blas_threads);
-  runtime.Int("intra_op_threads", &c->runtime.intra_op_threads);
-  runtime.String("device", &c->runtime.device);
-  runtime.String("attention", &c->runtime.attention);
-  runtime.String("recompute", &c->runtime.recompute);
-  runtime.String("precision", &c->runtime.precision);
-  runtime.String("grad_reduce", &c->runtime.grad_reduce);
-  runtime.Finish();
-  YamlMapReader parallel = top.Section("parallel");
-  parallel.Int("pipeline_stages", &c->parallel.pipeline_stages);
-  parallel.Int("data_parallel", &c->parallel.data_parallel);
-  parallel.Int("micro_batches", &c->parallel.micro_batches);
-  parallel.String("schedule", &c->parallel.schedule);
-  parallel.String("backend", &c->parallel.backend);
-  parallel.Double("timeout_s", &c->parallel.timeout_s);
-  parallel.String("rendezvous", &c->parallel.rendezvous);
-  parallel.Double("bucket_mb", &c->parallel.bucket_mb);
-  parallel.String("partition", &c->parallel.partition);
-  parallel.Finish();
-  YamlMapReader scheduling = top.Section("scheduling");
-  scheduling.Int("priority", &c->scheduling.priority);
-  scheduling.Int("max_restarts", &c->scheduling.max_restarts);
-  scheduling.Double("hang_timeout_s", &c->scheduling.hang_timeout_s);
-  scheduling.Double("start_timeout_s", &c->scheduling.start_timeout_s);
-  scheduling.StringMap("labels", &c->scheduling.labels);
-  scheduling.String("team", &c->scheduling.team);
-  scheduling.Finish();
-  ReadGuard(top.Section("guard"), &c->guard);
-  top.Finish();
-}
+ private:
+  YamlMapReader r_;
+};
 
 // Range checks on the parsed values. A value that failed to parse kept its (valid) default,
 // so only the cross-field checks need to skip it.
@@ -200,14 +110,6 @@ class RangeChecker {
     problems_->Add(path, absl::StrCat("must be in [", ShortestDouble(lo), ", ", ShortestDouble(hi),
                                       hi_inclusive ? "]" : ")", " (got ", ShortestDouble(v), ")"));
   }
-  void OneOf(const std::string& path, const std::string& v,
-             std::initializer_list<const char*> allowed) {
-    for (const char* a : allowed) {
-      if (v == a) return;
-    }
-    problems_->Add(
-        path, absl::StrCat("must be one of ", absl::StrJoin(allowed, ", "), " (got '", v, "')"));
-  }
   bool AnyBad(std::initializer_list<const char*> paths) const {
     for (const char* p : paths) {
       if (problems_->Bad(p)) return true;
@@ -219,7 +121,6 @@ class RangeChecker {
   ConfigProblems* problems_;
 };
 
-constexpr int64_t kMaxRanks = SpecCaps::kRanks;
 constexpr size_t kMaxLabelKeyLength = 63;
 constexpr size_t kMaxLabelValueLength = 256;
 
@@ -229,16 +130,6 @@ bool IsValidLabelKey(const std::string& key) {
     return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
            ch == '-';
   });
-}
-
-bool IsValidDevice(const std::string& device) {
-  if (device == "cpu" || device == "cuda") return true;
-  const std::string_view prefix = "cuda:";
-  if (device.size() <= prefix.size() || device.compare(0, prefix.size(), prefix) != 0) {
-    return false;
-  }
-  return std::all_of(device.begin() + prefix.size(), device.end(),
-                     [](char ch) { return ch >= '0' && ch <= '9'; });
 }
 
 void Validate(const JobConfig& c, ConfigProblems* problems) {
@@ -274,11 +165,10 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.Positive("model.layer_norm_eps", m.layer_norm_eps());
 
   const DataConfig& d = c.data;
-  check.OneOf("data.source", d.source, {"synthetic", "tsv", "shards", "random_tokens"});
-  if (d.source == "tsv" && d.train_path.empty()) {
+  if (d.source == DataSource::kTsv && d.train_path.empty()) {
     problems->Add("data.train_path", "must be set when data.source is tsv");
   }
-  if (d.source == "shards" && d.shard_dir.empty()) {
+  if (d.source == DataSource::kShards && d.shard_dir.empty()) {
     problems->Add("data.shard_dir", "must be set when data.source is shards");
   }
   check.Positive("data.temperature", d.temperature);
@@ -298,14 +188,13 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   }
   if (absl::Status s = ValidateRandomTokens(d.random_tokens); !s.ok()) {
     problems->Add("", absl::StrCat("data.random_tokens.", s.message()));
-  } else if (d.source == "random_tokens" && d.max_len > 0 &&
+  } else if (d.source == DataSource::kRandomTokens && d.max_len > 0 &&
              d.random_tokens.max_len + 2 > d.max_len) {
     problems->Add("data.random_tokens.max_len",
                   absl::StrCat("must be <= data.max_len - 2 (tag and EOS): ",
                                d.random_tokens.max_len, " + 2 > ", d.max_len));
   }
   check.InRange("data.valid_fraction", d.valid_fraction, 0, 0.5, true);
-  check.OneOf("data.tokenizer", d.tokenizer, {"byte"});
   check.AtLeast("data.max_tokens", d.max_tokens, 1);
   check.AtLeast("data.max_sentences", d.max_sentences, 0);
   check.AtLeast("data.max_len", d.max_len, 0);
@@ -372,14 +261,6 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtLeast("runtime.intra_op_threads", c.runtime.intra_op_threads, 1);
   check.AtMost("runtime.blas_threads", c.runtime.blas_threads, SpecCaps::kThreads);
   check.AtMost("runtime.intra_op_threads", c.runtime.intra_op_threads, SpecCaps::kThreads);
-  if (!IsValidDevice(c.runtime.device)) {
-    problems->Add("runtime.device",
-                  absl::StrCat("must be cpu, cuda or cuda:N (got '", c.runtime.device, "')"));
-  }
-  check.OneOf("runtime.attention", c.runtime.attention, {"auto", "sdpa", "reference"});
-  check.OneOf("runtime.recompute", c.runtime.recompute, {"none", "layer"});
-  check.OneOf("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16", "tf32"});
-  check.OneOf("runtime.grad_reduce", c.runtime.grad_reduce, {"fp32", "bf16"});
 
   const ParallelConfig& par = c.parallel;
   check.AtLeast("parallel.pipeline_stages", par.pipeline_stages, 1);
@@ -388,8 +269,8 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtMost("parallel.micro_batches", par.micro_batches, SpecCaps::kBatches);
   // PartitionStages (pipeline/stage_partition.h) splits the layers into any P in [1, layers]
   // and refuses every other P; the launchers count ranks in 32 bits.
-  check.AtMost("parallel.pipeline_stages", par.pipeline_stages, kMaxRanks);
-  check.AtMost("parallel.data_parallel", par.data_parallel, kMaxRanks);
+  check.AtMost("parallel.pipeline_stages", par.pipeline_stages, SpecCaps::kRanks);
+  check.AtMost("parallel.data_parallel", par.data_parallel, SpecCaps::kRanks);
   int64_t layers = 0;
   const bool layers_known =
       !check.AnyBad({"model.encoder_layers", "model.decoder_layers"}) &&
@@ -401,19 +282,14 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
                                par.pipeline_stages, ")"));
   }
   if (!check.AnyBad({"parallel.pipeline_stages", "parallel.data_parallel"}) &&
-      par.pipeline_stages > kMaxRanks / par.data_parallel) {
+      !WithinRankCap(par.pipeline_stages, par.data_parallel)) {
     problems->Add("parallel.data_parallel",
                   absl::StrCat("parallel.pipeline_stages x parallel.data_parallel must be <= ",
-                               kMaxRanks, " ranks (got ", par.pipeline_stages, " x ",
+                               SpecCaps::kRanks, " ranks (got ", par.pipeline_stages, " x ",
                                par.data_parallel, ")"));
   }
-  if (par.schedule != "1f1b" && par.schedule != "gpipe") {
-    problems->Add("parallel.schedule", absl::StrCat("must be 1f1b or gpipe (got '", par.schedule, "')"));
-  }
-  if (par.backend != "gloo" && par.backend != "mpi" && par.backend != "nccl") {
-    problems->Add("parallel.backend",
-                  absl::StrCat("must be gloo, mpi or nccl (got '", par.backend, "')"));
-  } else if (par.backend == "nccl" && c.runtime.device.rfind("cuda", 0) != 0) {
+  if (par.backend == Backend::kNccl && !c.runtime.device.is_cuda() &&
+      !check.AnyBad({"parallel.backend", "runtime.device"})) {
     problems->Add("parallel.backend", "nccl moves CUDA tensors: set runtime.device to cuda");
   }
   // gloo and mpi with runtime.device cuda stage tensors through host memory (pinned buffers for
@@ -424,10 +300,6 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("parallel.bucket_mb", absl::StrCat("must be > 0 (got ", ShortestDouble(par.bucket_mb), ")"));
   }
   check.AtMost("parallel.bucket_mb", par.bucket_mb, SpecCaps::kBucketMb);
-  if (par.partition != "flops" && par.partition != "measured") {
-    problems->Add("parallel.partition",
-                  absl::StrCat("must be flops or measured (got '", par.partition, "')"));
-  }
   if (!par.rendezvous.empty() && par.rendezvous.rfind("tcp://", 0) != 0 &&
       par.rendezvous.rfind("file://", 0) != 0 && par.rendezvous.rfind("grpc://", 0) != 0) {
     problems->Add("parallel.rendezvous",
@@ -555,7 +427,9 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& yaml_text,
       ApplyOverride(override_text, root, &problems);
     }
     JobConfig config;
-    ReadJob(root, &config, &problems);
+    SchemaReader top(YamlMapReader(root, "", &problems));
+    VisitJob(config, top);
+    top.Finish();
     Validate(config, &problems);
     if (extra_check) extra_check(config, &problems);
     if (!problems.empty()) return problems.ToStatus(source_name);
@@ -589,9 +463,9 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
   return ParseJobConfig(text.str(), overrides, path);
 }
 
-std::string EffectivePrecision(const RuntimeConfig& runtime) {
-  if (runtime.precision != "auto") return runtime.precision;
-  return runtime.device.rfind("cuda", 0) == 0 ? "bf16" : "fp32";
+PrecisionChoice EffectivePrecision(const RuntimeConfig& runtime) {
+  if (runtime.precision != PrecisionChoice::kAuto) return runtime.precision;
+  return runtime.device.is_cuda() ? PrecisionChoice::kBf16 : PrecisionChoice::kFp32;
 }
 
 std::vector<std::string> SyntheticDataLanguages() { return {"rev", "cap", "gr", "pig", "cp"}; }

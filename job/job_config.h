@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "job/job_choices.h"
 #include "model/deepnet_config.h"
 
 namespace deepnet::job {
@@ -43,8 +44,8 @@ struct RandomTokensConfig {
   // Source length in symbols, inclusive bounds.
   int64_t min_len = 4;
   int64_t max_len = 16;
-  // "copy" or "reverse".
-  std::string target = "copy";
+  // The same symbols, or the same symbols in reverse order.
+  RandomTokensTarget target = RandomTokensTarget::kCopy;
   uint64_t seed = 1;
 };
 
@@ -53,10 +54,10 @@ struct RandomTokensConfig {
 
 /// Where training text comes from and how it is batched.
 struct DataConfig {
-  // "synthetic" (generated multilingual task, SyntheticDataConfig), "tsv", "shards"
-  // (binarised shards and SentencePiece model made by `deepnet data prepare`, in shard_dir),
-  // or "random_tokens" (RandomTokensConfig, its own symbol tokenizer).
-  std::string source = "synthetic";
+  // kSynthetic (generated multilingual task, SyntheticDataConfig), kTsv, kShards (binarised
+  // shards and SentencePiece model made by `deepnet data prepare`, in shard_dir), or
+  // kRandomTokens (RandomTokensConfig, its own symbol tokenizer).
+  DataSource source = DataSource::kSynthetic;
   // Folder with shards.json, spm.model and <split>.<src>-<tgt>.bin (source: shards).
   std::string shard_dir;
   SyntheticDataConfig synthetic;
@@ -70,9 +71,9 @@ struct DataConfig {
   std::string tgt_lang = "xx";
   // Fraction of training pairs held out for validation when valid_path is empty, in [0, 0.5].
   double valid_fraction = 0.02;
-  // Tokenizer of synthetic and TSV data: "byte" (UTF-8 bytes + language tags). Shards
+  // Tokenizer of synthetic and TSV data: byte (UTF-8 bytes + language tags). Shards
   // (data.source: shards) use the SentencePiece model saved beside them instead.
-  std::string tokenizer = "byte";
+  DataTokenizer tokenizer = DataTokenizer::kByte;
   // Padded tokens per batch (see data::TokenBatcherOptions::max_tokens).
   int64_t max_tokens = 4096;
   // Sentences per batch; 0 means bounded by max_tokens only.
@@ -148,26 +149,26 @@ struct RuntimeConfig {
   int64_t blas_threads = 0;
   // LibTorch intra-op threads; measured 3-10x slower here when both pools oversubscribe cores.
   int64_t intra_op_threads = 1;
-  // "cpu" or "cuda" (cuda:N).
-  std::string device = "cpu";
+  // cpu, cuda or cuda:N.
+  Device device;
   // Attention kernels: "auto" (fused on fp32 CPU, else SDPA with LibTorch >= 2.0, else
   // reference), "sdpa" (at::scaled_dot_product_attention; LibTorch >= 2.0) or "reference".
-  std::string attention = "auto";
+  AttentionChoice attention = AttentionChoice::kAuto;
   // Activation recomputation: "none" or "layer" (each layer keeps only its input in forward
   // and runs again in backward).
-  std::string recompute = "none";
+  Recompute recompute = Recompute::kNone;
   // Compute precision: "auto" (bf16 on cuda, fp32 on cpu), "fp32", "bf16" (bf16 matrix products
   // under autocast; fp32 master weights, Adam state, LayerNorm statistics and loss) or "tf32"
   // (fp32 tensors, TF32 matrix products on CUDA; fp32 on CPU). EffectivePrecision resolves auto.
-  std::string precision = "auto";
+  PrecisionChoice precision = PrecisionChoice::kAuto;
   // Dtype of the data-parallel gradient all-reduce: "fp32" or "bf16" (half the bytes over
   // NCCL; Gloo and MPI sum the bf16-rounded values in fp32). The sum is rounded to bf16 before
   // the fp32 optimiser step.
-  std::string grad_reduce = "fp32";
+  GradReduce grad_reduce = GradReduce::kFp32;
 };
 
-/// runtime.precision with "auto" resolved for runtime.device: "fp32", "bf16" or "tf32".
-std::string EffectivePrecision(const RuntimeConfig& runtime);
+/// runtime.precision with auto resolved for runtime.device: kFp32, kBf16 or kTf32.
+PrecisionChoice EffectivePrecision(const RuntimeConfig& runtime);
 
 /// How the job is split over processes: P pipeline stages x D data-parallel replicas = the
 /// world size of the launch (mpirun -np, srun -n, or the coordinator's gang).
@@ -180,9 +181,9 @@ struct ParallelConfig {
   // step's global batch is micro_batches x optim.accum_steps x data_parallel batches.
   int64_t micro_batches = 1;
   // Pipeline schedule: "1f1b" (activations of at most P micro-batches live) or "gpipe".
-  std::string schedule = "1f1b";
+  Schedule schedule = Schedule::k1F1B;
   // "gloo" or "mpi" for CPU tensors, "nccl" for CUDA tensors.
-  std::string backend = "gloo";
+  Backend backend = Backend::kGloo;
   // A collective or transfer not done within this many seconds fails the run; in
   // (0, kMaxTimeoutSeconds].
   double timeout_s = 300.0;
@@ -195,7 +196,7 @@ struct ParallelConfig {
   double bucket_mb = 25.0;
   // How stages are balanced: "flops" (an analytic estimate; the same split on every run) or
   // "measured" (layer costs timed on rank 0 at start; better balance, may differ by run).
-  std::string partition = "flops";
+  Partition partition = Partition::kFlops;
 
   int64_t world_size() const { return pipeline_stages * data_parallel; }
 };
@@ -221,6 +222,9 @@ struct SpecCaps {
   static constexpr int64_t kMaxSentences = 1048576;       // data.max_sentences
   static constexpr int64_t kPrefetch = 1024;              // data.prefetch
   static constexpr int64_t kPairsPerLanguage = 10000000;  // data.synthetic.pairs_per_language
+  static constexpr int64_t kRandomSymbols = 1048576;      // data.random_tokens.vocab_size
+  static constexpr int64_t kRandomPairs = 10000000;       // data.random_tokens.pairs
+  static constexpr int64_t kRandomLength = 4096;          // data.random_tokens.min_len, max_len
   static constexpr int64_t kWords = 1000;                 // data.synthetic.min_words, max_words
   static constexpr int64_t kSteps = 1000000000000;        // steps and step intervals (10^12)
   static constexpr int64_t kBatches = 65536;              // optim.accum_steps, micro_batches
@@ -268,9 +272,9 @@ struct SchedulingConfig {
 struct GuardConfig {
   // "auto" (on when model.norm is deepnorm), "true" or "false". Off: a non-finite loss fails
   // the run at once, as before the guard existed.
-  std::string enabled = "auto";
+  GuardSwitch enabled = GuardSwitch::kAuto;
   // "rollback" (restore the last good checkpoint and continue) or "fail" (stop with the reason).
-  std::string action = "rollback";
+  GuardAction action = GuardAction::kRollback;
   // Rollbacks allowed per job (kept in checkpoints); the trigger after the last one fails the
   // job. In [0, SpecCaps::kRestarts].
   int64_t max_retries = 3;
@@ -294,7 +298,7 @@ struct GuardConfig {
   double plateau_min_delta = 0.01;
   // On a plateau: "none" (event and metric only) or "rewarm" (restart the learning-rate
   // warm-up, optim.warmup_steps long, from the current step).
-  std::string plateau_action = "none";
+  PlateauAction plateau_action = PlateauAction::kNone;
 };
 
 /// The exit code of a `deepnet train` whose guard ran out of retries: restarting the job from

@@ -294,8 +294,8 @@ MemoryLayout LayoutOf(const JobConfig& config) {
   layout.precision = PrecisionOf(config);
   layout.pipeline_stages = config.parallel.pipeline_stages;
   layout.micro_batches = config.parallel.micro_batches;
-  layout.gpipe = config.parallel.schedule == "gpipe";
-  layout.recompute_layers = config.runtime.recompute == "layer";
+  layout.gpipe = config.parallel.schedule == Schedule::kGPipe;
+  layout.recompute_layers = config.runtime.recompute == Recompute::kLayer;
   layout.sequence_length =
       config.data.max_len > 0 ? config.data.max_len : config.model.max_positions();
   // One example longer than max_tokens still forms a batch of one.
@@ -304,7 +304,9 @@ MemoryLayout LayoutOf(const JobConfig& config) {
 }
 
 Precision PrecisionOf(const JobConfig& config) {
-  return EffectivePrecision(config.runtime) == "bf16" ? Precision::kBf16 : Precision::kFp32;
+  // tf32 stores fp32.
+  return EffectivePrecision(config.runtime) == PrecisionChoice::kBf16 ? Precision::kBf16
+                                                                      : Precision::kFp32;
 }
 
 MemoryEstimate EstimateJobMemory(const JobConfig& config, int64_t vocab_when_unset) {

@@ -337,15 +337,9 @@ std::optional<YAML::Node> YamlMapReader::Get(const char* key) {
   return value;
 }
 
-std::optional<size_t> YamlMapReader::OneOf(const char* key, const std::vector<std::string>& names) {
-  std::optional<YAML::Node> node = Get(key);
-  if (!node) return std::nullopt;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (node->IsScalar() && node->Scalar() == names[i]) return i;
-  }
-  problems_->Add(PathOf(key), absl::StrCat("must be one of ", absl::StrJoin(names, ", "), " (got ",
-                                           DescribeYaml(*node), ")"));
-  return std::nullopt;
+void YamlMapReader::ReportUnknownName(const char* key, const std::string& allowed,
+                                      const std::string& name) {
+  problems_->Add(PathOf(key), absl::StrCat("must be ", allowed, " (got '", name, "')"));
 }
 
 }  // namespace deepnet::job

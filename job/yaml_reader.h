@@ -82,7 +82,8 @@ class YamlMapReader {
   void Uint(const char* key, uint64_t* out) { Read(key, out, YamlToUint64); }
   void Double(const char* key, double* out) { Read(key, out, YamlToDouble); }
   void Bool(const char* key, bool* out) { Read(key, out, YamlToBool); }
-  void String(const char* key, std::string* out) { Read(key, out, YamlToString); }
+  // True when `key` was present and read into *out.
+  bool String(const char* key, std::string* out) { return Read(key, out, YamlToString); }
   // A list of strings; an empty value is the empty list.
   void StringList(const char* key, std::vector<std::string>* out);
   // A map of names to strings, e.g. `labels: {team: mt}`; an empty value is the empty map.
@@ -91,13 +92,17 @@ class YamlMapReader {
   // A list of exactly outs.size() numbers, e.g. `betas: [0.9, 0.98]`.
   void DoubleTuple(const char* key, std::initializer_list<double*> outs);
 
-  // One of `values`, spelled as `to_name(value)` gives it.
-  template <typename E, typename ToName>
-  void Enum(const char* key, E* out, std::initializer_list<E> values, ToName to_name) {
-    std::vector<std::string> names;
-    for (E v : values) names.emplace_back(to_name(v));
-    std::optional<size_t> index = OneOf(key, names);
-    if (index) *out = values.begin()[*index];
+  // A named choice: the string at `key` through `parse` (std::optional<T>(std::string_view)).
+  // A name `parse` does not know is reported as "must be <allowed> (got '<name>')".
+  template <typename T, typename Parse>
+  void Named(const char* key, T* out, Parse parse, const std::string& allowed) {
+    std::string name;
+    if (!String(key, &name)) return;
+    if (std::optional<T> value = parse(name)) {
+      *out = *value;
+    } else {
+      ReportUnknownName(key, allowed, name);
+    }
   }
 
   // The nested map at `key`; absent or empty gives a reader with no keys (all defaults).
@@ -111,14 +116,17 @@ class YamlMapReader {
   std::string PathOf(const std::string& key) const;
   // The value of `key`, or nullopt when absent; marks the key as known either way.
   std::optional<YAML::Node> Get(const char* key);
-  // Index in `names` of the value of `key`; nullopt when absent or not one of them (reported).
-  std::optional<size_t> OneOf(const char* key, const std::vector<std::string>& names);
+  void ReportUnknownName(const char* key, const std::string& allowed, const std::string& name);
 
   template <typename T, typename Convert>
-  void Read(const char* key, T* out, Convert convert) {
+  bool Read(const char* key, T* out, Convert convert) {
     std::optional<YAML::Node> node = Get(key);
-    if (!node) return;
-    if (std::optional<std::string> error = convert(*node, out)) problems_->Add(PathOf(key), *error);
+    if (!node) return false;
+    if (std::optional<std::string> error = convert(*node, out)) {
+      problems_->Add(PathOf(key), *error);
+      return false;
+    }
+    return true;
   }
 
   YAML::Node node_;

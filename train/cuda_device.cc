@@ -10,20 +10,19 @@
 
 namespace deepnet::train {
 
-absl::StatusOr<RankDevice> PinRankDevice(const std::string& configured,
+absl::StatusOr<RankDevice> PinRankDevice(const job::Device& configured,
                                          const comm::LaunchEnv& env) {
   RankDevice out;
   out.device = configured;
-  if (configured.rfind("cuda", 0) != 0) return out;
-  if (configured == "cuda") {
+  if (!configured.is_cuda()) return out;
+  if (!configured.index) {
     absl::StatusOr<int> index =
         comm::SelectCudaDevice(env, static_cast<int>(torch::cuda::device_count()));
     if (!index.ok()) return index.status();
     out.cuda_index = *index;
-    out.device = "cuda:" + std::to_string(*index);
+    out.device.index = *index;
   } else {
-    out.cuda_index = c10::Device(configured).index();
-    if (out.cuda_index < 0) out.cuda_index = 0;
+    out.cuda_index = *configured.index;
   }
 #ifdef DEEPNET_HAVE_CUDA
   if (out.cuda_index < static_cast<int>(torch::cuda::device_count())) {

@@ -5,12 +5,13 @@
 
 #include "absl/status/statusor.h"
 #include "comm/launch_env.h"
+#include "job/job_choices.h"
 
 namespace deepnet::train {
 
 /// The device one rank trains on.
 struct RankDevice {
-  std::string device;   // runtime.device resolved: "cpu", "cuda:N", ...
+  job::Device device;   // runtime.device resolved: cpu or cuda:N.
   int cuda_index = -1;  // N for a CUDA device, else -1.
 };
 
@@ -18,8 +19,8 @@ struct RankDevice {
 /// (c10::cuda::set_device) so that nothing later creates a context on another GPU. Call it
 /// before anything else touches CUDA, and use the result for tensors and the communicator alike.
 /// "cuda" becomes "cuda:N" with N = comm::SelectCudaDevice(env, visible devices); "cuda:K" stays;
-/// any other device is returned as it is. InvalidArgument when "cuda" finds no device.
-[[nodiscard]] absl::StatusOr<RankDevice> PinRankDevice(const std::string& configured,
+/// cpu is returned as it is. InvalidArgument when "cuda" finds no device.
+[[nodiscard]] absl::StatusOr<RankDevice> PinRankDevice(const job::Device& configured,
                                                        const comm::LaunchEnv& env);
 
 /// The CUDA caching allocator's view of one device, in bytes: what tensors hold now, what it

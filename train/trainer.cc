@@ -84,21 +84,17 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
     out = null_out_.get();
   }
   reporter_ = std::make_unique<ProgressReporter>(out, io_.format, io_.live && reports());
+  const std::string device_name = job::ToString(config_.runtime.device);
   try {
-    device_ = torch::Device(config_.runtime.device);
+    device_ = torch::Device(device_name);
   } catch (const c10::Error&) {
-    return absl::InvalidArgumentError("runtime.device: unknown device '" + config_.runtime.device + "'");
+    return absl::InvalidArgumentError("runtime.device: unknown device '" + device_name + "'");
   }
   if (device_.is_cuda() && !torch::cuda::is_available()) {
-    return absl::FailedPreconditionError("runtime.device: " + config_.runtime.device +
+    return absl::FailedPreconditionError("runtime.device: " + device_name +
                                          " requested but no CUDA device is available");
   }
-  model::AttentionBackend attention = model::AttentionBackend::kAuto;
-  if (!model::ParseAttentionBackend(config_.runtime.attention, &attention)) {
-    return absl::InvalidArgumentError(
-        "runtime.attention: must be one of auto, sdpa, reference (got '" +
-        config_.runtime.attention + "')");
-  }
+  const model::AttentionBackend attention = AttentionBackendOf(config_.runtime.attention);
   if (attention == model::AttentionBackend::kSdpa && !model::SdpaAvailable()) {
     return absl::FailedPreconditionError(
         "runtime.attention: sdpa needs LibTorch >= 2.0 (at::scaled_dot_product_attention); this "
@@ -149,9 +145,7 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
   const auto& par = config_.parallel;
   // Dropout streams differ between ranks; rank 0 of any layout draws what one process does.
   torch::manual_seed(config_.train.seed + 1000003ULL * static_cast<uint64_t>(world_->rank()));
-  auto options = EngineOptionsFor(config_, mc, device_);
-  if (!options.ok()) return options.status();
-  pipeline::EngineOptions engine = *std::move(options);
+  pipeline::EngineOptions engine = EngineOptionsFor(config_, mc, device_);
   if (count > 0) {
     engine.source_length = std::max<int64_t>(1, src_sum / count);
     engine.target_length = std::max<int64_t>(1, tgt_sum / count);
@@ -177,7 +171,7 @@ absl::Status Trainer::Setup(comm::Communicator* world) {
         job::ProgressEvent::kLayout,
         absl::StrCat(par.pipeline_stages, " stage(s) x ", par.data_parallel, " replica(s), ",
                      par.micro_batches * config_.optim.accum_steps, " micro-batch(es), ",
-                     par.schedule, " over ", world_->backend(), "\n", layout)});
+                     job::ToString(par.schedule), " over ", world_->backend(), "\n", layout)});
   }
 
   data::MultilingualStreamOptions stream_options;
@@ -394,8 +388,10 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   const auto& tc = config_.train;
   // The precision that runs, e.g. "bf16 on cuda (gradients reduced in fp32)".
   const std::string shape = absl::StrCat(
-      model::DescribeShape(config_.model), ", ", job::EffectivePrecision(config_.runtime), " on ",
-      config_.runtime.device, " (gradients reduced in ", config_.runtime.grad_reduce, ")");
+      model::DescribeShape(config_.model), ", ",
+      job::ToString(job::EffectivePrecision(config_.runtime)), " on ",
+      job::ToString(config_.runtime.device), " (gradients reduced in ",
+      job::ToString(config_.runtime.grad_reduce), ")");
   reporter_->Event(job::StartLine{
       absl::StrCat(config_.name, ": ", shape, ", ", data_.train_examples(), " train / ",
                    data_.valid_examples(), " valid pairs in ", data_.pairs.size(), " directions"),

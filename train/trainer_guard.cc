@@ -121,7 +121,7 @@ absl::Status Trainer::RollBack(int64_t target, const GuardTrigger& trigger, Trai
 void Trainer::GuardValidation(const job::ValidLine& v, TrainSummary* summary) {
   if (!guard_ || !guard_->Validation(v.step, v.loss)) return;
   ++summary->plateaus;
-  const bool rewarm = config_.guard.plateau_action == "rewarm";
+  const bool rewarm = config_.guard.plateau_action == job::PlateauAction::kRewarm;
   if (rewarm) guard_->Rewarm(step_);
   const std::string text = absl::StrCat(
       "step ", v.step, ": validation loss ", absl::StrFormat("%.4f", v.loss),
@@ -130,7 +130,7 @@ void Trainer::GuardValidation(const job::ValidLine& v, TrainSummary* summary) {
       " validations", rewarm ? "; warm-up restarted" : "");
   reporter_->Event(job::PlateauLine{v.step, v.loss, guard_->best_valid().value_or(v.loss),
                                     config_.guard.plateau_window, config_.guard.plateau_min_delta,
-                                    config_.guard.plateau_action, text});
+                                    job::ToString(config_.guard.plateau_action), text});
 }
 
 }  // namespace deepnet::train

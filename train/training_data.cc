@@ -21,47 +21,63 @@ namespace {
 
 using PairKey = std::pair<std::string, std::string>;
 
-// Reads the untokenized train/valid text of a synthetic or TSV job.
+// The generated multilingual task; validated with the rest of the job
+// (job::ValidateSyntheticData).
+std::vector<data::ParallelExample> SyntheticText(const job::SyntheticDataConfig& config) {
+  data::SyntheticTaskOptions options;
+  options.languages = config.languages;
+  options.pairs_per_language = config.pairs_per_language;
+  options.min_words = config.min_words;
+  options.max_words = config.max_words;
+  options.seed = config.seed;
+  return data::GenerateSyntheticCorpus(options);
+}
+
+// The random-token task; validated with the rest of the job (job::ValidateRandomTokens).
+std::vector<data::ParallelExample> RandomTokensText(const job::RandomTokensConfig& r) {
+  data::RandomTokenTaskOptions options;
+  options.vocab_size = r.vocab_size;
+  options.pairs = r.pairs;
+  options.min_len = r.min_len;
+  options.max_len = r.max_len;
+  options.target = job::ToString(r.target);
+  options.seed = r.seed;
+  return data::GenerateRandomTokenCorpus(options);
+}
+
+absl::Status ReadTsvText(const job::DataConfig& config, std::vector<data::ParallelExample>* train,
+                         std::vector<data::ParallelExample>* valid) {
+  auto corpus = data::ReadTsvCorpus(config.train_path, config.src_lang, config.tgt_lang);
+  if (!corpus.ok()) return corpus.status();
+  *train = *std::move(corpus);
+  if (!config.valid_path.empty()) {
+    auto v = data::ReadTsvCorpus(config.valid_path, config.src_lang, config.tgt_lang);
+    if (!v.ok()) return v.status();
+    *valid = *std::move(v);
+  }
+  return absl::OkStatus();
+}
+
+// Reads the untokenized train/valid text of a synthetic, random-token or TSV job.
 absl::Status ReadText(const job::DataConfig& config, std::vector<data::ParallelExample>* train,
                       std::vector<data::ParallelExample>* valid) {
-  if (config.source == "synthetic") {
-    // Validated with the rest of the job (job::ValidateSyntheticData).
-    data::SyntheticTaskOptions options;
-    options.languages = config.synthetic.languages;
-    options.pairs_per_language = config.synthetic.pairs_per_language;
-    options.min_words = config.synthetic.min_words;
-    options.max_words = config.synthetic.max_words;
-    options.seed = config.synthetic.seed;
-    *train = data::GenerateSyntheticCorpus(options);
-  } else if (config.source == "random_tokens") {
-    // Validated with the rest of the job (job::ValidateRandomTokens).
-    const job::RandomTokensConfig& r = config.random_tokens;
-    data::RandomTokenTaskOptions options;
-    options.vocab_size = r.vocab_size;
-    options.pairs = r.pairs;
-    options.min_len = r.min_len;
-    options.max_len = r.max_len;
-    options.target = r.target;
-    options.seed = r.seed;
-    *train = data::GenerateRandomTokenCorpus(options);
-  } else if (config.source == "tsv") {
-    auto corpus = data::ReadTsvCorpus(config.train_path, config.src_lang, config.tgt_lang);
-    if (!corpus.ok()) return corpus.status();
-    *train = *std::move(corpus);
-    if (!config.valid_path.empty()) {
-      auto v = data::ReadTsvCorpus(config.valid_path, config.src_lang, config.tgt_lang);
-      if (!v.ok()) return v.status();
-      *valid = *std::move(v);
-    }
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.source: unknown source '", config.source,
-                     "' (allowed: synthetic, tsv, shards, random_tokens)"));
+  switch (config.source) {
+    case job::DataSource::kSynthetic:
+      *train = SyntheticText(config.synthetic);
+      break;
+    case job::DataSource::kRandomTokens:
+      *train = RandomTokensText(config.random_tokens);
+      break;
+    case job::DataSource::kTsv:
+      if (absl::Status s = ReadTsvText(config, train, valid); !s.ok()) return s;
+      break;
+    case job::DataSource::kShards:  // Binarised, not text: LoadShards reads them.
+      return absl::InternalError("data.source: shards are not read as text");
   }
   if (train->empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data: the training corpus is empty",
-        config.source == "tsv" ? " (" + config.train_path + ")" : ""));
+        config.source == job::DataSource::kTsv ? " (" + config.train_path + ")" : ""));
   }
   if (config.valid_path.empty()) {
     std::vector<data::ParallelExample> kept;
@@ -183,7 +199,7 @@ bool InValidationSplit(const std::string& source, double valid_fraction) {
 }
 
 absl::StatusOr<TrainingData> LoadTrainingData(const job::DataConfig& config) {
-  if (config.source == "shards") return LoadShards(config);
+  if (config.source == job::DataSource::kShards) return LoadShards(config);
   std::vector<data::ParallelExample> train_text, valid_text;
   if (auto status = ReadText(config, &train_text, &valid_text); !status.ok()) return status;
 
@@ -200,7 +216,9 @@ absl::StatusOr<TrainingData> LoadTrainingData(const job::DataConfig& config) {
   }
   TrainingData out;
   // The random-token task brings its own symbol vocabulary; data.tokenizer does not apply.
-  out.tokenizer_kind = config.source == "random_tokens" ? "random_tokens" : config.tokenizer;
+  out.tokenizer_kind = config.source == job::DataSource::kRandomTokens
+                           ? "random_tokens"
+                           : job::ToString(config.tokenizer);
   out.languages.assign(langs.begin(), langs.end());
   auto tokenizer = MakeTokenizer(out.tokenizer_kind, out.languages, &config);
   if (!tokenizer.ok()) return tokenizer.status();

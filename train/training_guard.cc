@@ -91,7 +91,7 @@ GuardDecision TrainingGuard::Decide(const GuardTrigger& trigger,
                                     const std::vector<int64_t>& checkpoint_steps) const {
   GuardDecision d;
   const std::string what = trigger.Describe();
-  if (config_.action == "fail") {
+  if (config_.action == job::GuardAction::kFail) {
     d.reason = absl::StrCat("guard: ", what, " (guard.action is fail)");
     return d;
   }

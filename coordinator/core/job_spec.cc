@@ -108,25 +108,24 @@ void CheckServiceRules(const JobConfig& c, const JobSpecCheckOptions& options,
                   absl::StrCat("must be unset: the coordinator provides the rendezvous (got '",
                                c.parallel.rendezvous, "')"));
   }
-  if (c.runtime.device != "cpu" && c.runtime.device != "cuda" &&
-      !problems->Bad("runtime.device")) {
+  if (c.runtime.device.index && !problems->Bad("runtime.device")) {
     problems->Add("runtime.device",
                   absl::StrCat("must be cpu or cuda: the worker picks the GPU (got '",
-                               c.runtime.device, "')"));
+                               job::ToString(c.runtime.device), "')"));
   }
   if (!options.check_paths) return;
   if (options.storage_policy != nullptr) {
     CheckStoragePolicy(c, options, problems);
     return;
   }
-  if (c.data.source == "tsv") {
+  if (c.data.source == job::DataSource::kTsv) {
     if (!c.data.train_path.empty()) {
       CheckExistingPath("data.train_path", c.data.train_path, PathKind::kFile, problems);
     }
     if (!c.data.valid_path.empty()) {
       CheckExistingPath("data.valid_path", c.data.valid_path, PathKind::kFile, problems);
     }
-  } else if (c.data.source == "shards" && !c.data.shard_dir.empty()) {
+  } else if (c.data.source == job::DataSource::kShards && !c.data.shard_dir.empty()) {
     CheckExistingPath("data.shard_dir", c.data.shard_dir, PathKind::kDirectory, problems);
   }
   if (!c.checkpoint.dir.empty()) CheckCheckpointDir(c.checkpoint.dir, problems);
@@ -142,12 +141,13 @@ absl::StatusOr<JobSpecInfo> ParseJobSpec(const std::string& yaml_text,
       });
   if (!config.ok()) return config.status();
   const JobConfig& c = *config;
-  // The schema bounds these to 32 bits (parallel: ranks; scheduling: priority, max_restarts).
+  // The schema bounds these to 32 bits (ranks: SpecCaps::kRanks, job/world_size.h; scheduling:
+  // priority, max_restarts). The one narrowing of P and D on their way to the scheduler.
   JobSpecInfo info;
   info.name = c.name;
   info.pipeline_stages = static_cast<int32_t>(c.parallel.pipeline_stages);
   info.data_parallel = static_cast<int32_t>(c.parallel.data_parallel);
-  info.cuda = c.runtime.device == "cuda";
+  info.cuda = c.runtime.device.is_cuda();
   info.priority = static_cast<int32_t>(c.scheduling.priority);
   info.max_restarts = static_cast<int32_t>(c.scheduling.max_restarts);
   info.hang_timeout_s = c.scheduling.hang_timeout_s;

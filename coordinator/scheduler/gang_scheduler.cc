@@ -8,12 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "job/memory_estimate.h"
+#include "job/world_size.h"
 
 namespace deepnet::coordinator {
 namespace {
-
-// Largest gang the scheduler accepts; keeps rank arithmetic in int. Far above any real cluster.
-constexpr int64_t kMaxGangRanks = int64_t{1} << 20;
 
 // "1 slot", "8 slots".
 std::string Count(int64_t n, absl::string_view noun) {
@@ -72,22 +70,9 @@ std::vector<LostRanks> GangScheduler::MarkLost(const std::vector<WorkerPool::Slo
 
 absl::Status GangScheduler::CheckRequest(const GangRequest& request) const {
   if (request.job_id.empty()) return absl::InvalidArgumentError("job_id must not be empty");
-  if (request.pipeline_stages <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("job ", request.job_id,
-                                                   ": parallel.pipeline_stages must be positive, "
-                                                   "got ",
-                                                   request.pipeline_stages));
-  }
-  if (request.data_parallel <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("job ", request.job_id, ": parallel.data_parallel must be positive, got ",
-                     request.data_parallel));
-  }
-  if (request.pipeline_stages > kMaxGangRanks / request.data_parallel) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job ", request.job_id,
-        ": parallel.pipeline_stages x parallel.data_parallel = ", request.pipeline_stages, " x ",
-        request.data_parallel, " exceeds the limit of ", kMaxGangRanks, " ranks"));
+  if (absl::Status size = job::CheckWorldSize(request.pipeline_stages, request.data_parallel);
+      !size.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("job ", request.job_id, ": ", size.message()));
   }
   if (queued_by_id_.contains(request.job_id) || placed_by_id_.contains(request.job_id)) {
     return absl::AlreadyExistsError(

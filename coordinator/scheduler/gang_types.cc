@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "job/memory_estimate.h"
+#include "job/world_size.h"
 
 namespace deepnet::coordinator {
 
@@ -59,13 +60,8 @@ absl::Status CheckMemoryFits(int64_t memory_per_rank_bytes, absl::string_view bi
 
 absl::Status CheckGangFitsCluster(int64_t pipeline_stages, int64_t data_parallel,
                                   int64_t cluster_slots) {
-  if (pipeline_stages <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parallel.pipeline_stages must be positive, got ", pipeline_stages));
-  }
-  if (data_parallel <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parallel.data_parallel must be positive, got ", data_parallel));
+  if (absl::Status s = job::CheckStagesAndReplicas(pipeline_stages, data_parallel); !s.ok()) {
+    return s;
   }
   // Compare without forming the product first, so huge sizes cannot overflow.
   if (cluster_slots <= 0 || pipeline_stages > cluster_slots / data_parallel) {

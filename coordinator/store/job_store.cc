@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "job/world_size.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -41,13 +42,9 @@ absl::StatusOr<int64_t> JobNumberFromId(absl::string_view id) {
 
 absl::Status ValidateNewJob(const JobRecord& record) {
   if (record.owner.empty()) return absl::InvalidArgumentError("owner must not be empty");
-  if (record.pipeline_stages < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline_stages must be >= 1, got ", record.pipeline_stages));
-  }
-  if (record.data_parallel < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data_parallel must be >= 1, got ", record.data_parallel));
+  if (absl::Status s = job::CheckStagesAndReplicas(record.pipeline_stages, record.data_parallel);
+      !s.ok()) {
+    return s;
   }
   if (record.max_restarts < 0) {
     return absl::InvalidArgumentError(

@@ -17,8 +17,8 @@ std::string GuardParseError(const std::string& yaml) {
 
 TEST(GuardConfigTest, DefaultsAndAutoFollowsTheNorm) {
   const JobConfig c;
-  EXPECT_EQ(c.guard.enabled, "auto");
-  EXPECT_EQ(c.guard.action, "rollback");
+  EXPECT_EQ(ToString(c.guard.enabled), "auto");
+  EXPECT_EQ(ToString(c.guard.action), "rollback");
   EXPECT_EQ(c.guard.max_retries, 3);
   EXPECT_TRUE(c.guard.skip_batches);
   EXPECT_DOUBLE_EQ(c.guard.lr_factor, 0.5);
@@ -27,15 +27,15 @@ TEST(GuardConfigTest, DefaultsAndAutoFollowsTheNorm) {
   EXPECT_DOUBLE_EQ(c.guard.update_bound, 0.0);
   EXPECT_EQ(c.guard.plateau_window, 5);
   EXPECT_DOUBLE_EQ(c.guard.plateau_min_delta, 0.01);
-  EXPECT_EQ(c.guard.plateau_action, "none");
+  EXPECT_EQ(ToString(c.guard.plateau_action), "none");
   EXPECT_TRUE(GuardEnabled(c));  // model.norm defaults to deepnorm.
   JobConfig post = c;
   post.model.norm(model::NormVariant::kPostLn);
   EXPECT_FALSE(GuardEnabled(post));
-  post.guard.enabled = "true";
+  post.guard.enabled = GuardSwitch::kTrue;
   EXPECT_TRUE(GuardEnabled(post));
   JobConfig off = c;
-  off.guard.enabled = "false";
+  off.guard.enabled = GuardSwitch::kFalse;
   EXPECT_FALSE(GuardEnabled(off));
 }
 
@@ -45,8 +45,8 @@ TEST(GuardConfigTest, ParsesEveryFieldAndRoundTripsThroughTheDump) {
       "  lr_factor: 0.25\n  loss_spike_factor: 4\n  loss_window: 9\n  update_bound: 1.5\n"
       "  plateau_window: 0\n  plateau_min_delta: 0.5\n  plateau_action: rewarm\n");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->guard.enabled, "true");
-  EXPECT_EQ(c->guard.action, "fail");
+  EXPECT_EQ(ToString(c->guard.enabled), "true");
+  EXPECT_EQ(ToString(c->guard.action), "fail");
   EXPECT_EQ(c->guard.max_retries, 7);
   EXPECT_FALSE(c->guard.skip_batches);
   EXPECT_DOUBLE_EQ(c->guard.lr_factor, 0.25);
@@ -55,19 +55,19 @@ TEST(GuardConfigTest, ParsesEveryFieldAndRoundTripsThroughTheDump) {
   EXPECT_DOUBLE_EQ(c->guard.update_bound, 1.5);
   EXPECT_EQ(c->guard.plateau_window, 0);
   EXPECT_DOUBLE_EQ(c->guard.plateau_min_delta, 0.5);
-  EXPECT_EQ(c->guard.plateau_action, "rewarm");
+  EXPECT_EQ(ToString(c->guard.plateau_action), "rewarm");
   const std::string dumped = DumpJobConfig(*c);
   EXPECT_THAT(dumped, HasSubstr("guard:"));
   absl::StatusOr<JobConfig> again = ParseJobConfig(dumped, {}, "dump");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << dumped;
-  EXPECT_EQ(again->guard.enabled, "true");
-  EXPECT_EQ(again->guard.plateau_action, "rewarm");
+  EXPECT_EQ(ToString(again->guard.enabled), "true");
+  EXPECT_EQ(ToString(again->guard.plateau_action), "rewarm");
   EXPECT_DOUBLE_EQ(again->guard.update_bound, 1.5);
   EXPECT_EQ(DumpJobConfig(*again), dumped);
   // The override syntax reaches the section too.
   absl::StatusOr<JobConfig> o = ParseJobConfig("", {"guard.enabled=false", "guard.max_retries=0"});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->guard.enabled, "false");
+  EXPECT_EQ(ToString(o->guard.enabled), "false");
   EXPECT_EQ(o->guard.max_retries, 0);
 }
 

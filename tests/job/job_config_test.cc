@@ -194,7 +194,7 @@ TEST(JobConfigTest, EmptyTextGivesDefaults) {
   }
   JobConfig defaults = ParseOk("");
   EXPECT_EQ(defaults.model.vocab_size(), 0);  // From the tokenizer.
-  EXPECT_EQ(defaults.data.source, "synthetic");
+  EXPECT_EQ(ToString(defaults.data.source), "synthetic");
   EXPECT_EQ(defaults.checkpoint.dir, "");
 }
 
@@ -220,7 +220,7 @@ TEST(JobConfigTest, ParsesEverySection) {
   EXPECT_FALSE(c.model.share_decoder_input_output());
   EXPECT_EQ(c.model.norm(), model::NormVariant::kPreLn);
   EXPECT_EQ(c.model.layer_norm_eps(), 1e-6);
-  EXPECT_EQ(c.data.source, "tsv");
+  EXPECT_EQ(ToString(c.data.source), "tsv");
   EXPECT_EQ(c.data.synthetic.languages, (std::vector<std::string>{"rev", "gr"}));
   EXPECT_EQ(c.data.synthetic.pairs_per_language, 50);
   EXPECT_EQ(c.data.synthetic.min_words, 3);
@@ -257,9 +257,9 @@ TEST(JobConfigTest, ParsesEverySection) {
   EXPECT_FALSE(c.checkpoint.resume);
   EXPECT_EQ(c.runtime.blas_threads, 2);
   EXPECT_EQ(c.runtime.intra_op_threads, 3);
-  EXPECT_EQ(c.runtime.device, "cuda:1");
-  EXPECT_EQ(c.runtime.attention, "reference");
-  EXPECT_EQ(c.runtime.recompute, "layer");
+  EXPECT_EQ(ToString(c.runtime.device), "cuda:1");
+  EXPECT_EQ(ToString(c.runtime.attention), "reference");
+  EXPECT_EQ(ToString(c.runtime.recompute), "layer");
   EXPECT_EQ(c.scheduling.priority, -3);
   EXPECT_EQ(c.scheduling.max_restarts, 5);
   EXPECT_EQ(c.scheduling.hang_timeout_s, 120.5);
@@ -315,18 +315,18 @@ TEST(JobConfigTest, OutOfRangeValueIsNamedWithItsRange) {
 
 TEST(JobConfigTest, PrecisionFieldsParseResolveAndNameBadValues) {
   const JobConfig defaults = ParseOk("");
-  EXPECT_EQ(defaults.runtime.precision, "auto");
-  EXPECT_EQ(defaults.runtime.grad_reduce, "fp32");
-  EXPECT_EQ(EffectivePrecision(defaults.runtime), "fp32");  // auto on cpu
+  EXPECT_EQ(ToString(defaults.runtime.precision), "auto");
+  EXPECT_EQ(ToString(defaults.runtime.grad_reduce), "fp32");
+  EXPECT_EQ(ToString(EffectivePrecision(defaults.runtime)), "fp32");  // auto on cpu
   for (const char* p : {"fp32", "bf16", "tf32"}) {
     const JobConfig c = ParseOk(std::string("runtime:\n  precision: ") + p + "\n");
-    EXPECT_EQ(c.runtime.precision, p);
-    EXPECT_EQ(EffectivePrecision(c.runtime), p);
+    EXPECT_EQ(ToString(c.runtime.precision), p);
+    EXPECT_EQ(ToString(EffectivePrecision(c.runtime)), p);
   }
   JobConfig cuda = ParseOk("runtime:\n  device: cuda\n  grad_reduce: bf16\n");
-  EXPECT_EQ(EffectivePrecision(cuda.runtime), "bf16");  // auto on cuda
-  EXPECT_EQ(cuda.runtime.grad_reduce, "bf16");
-  EXPECT_EQ(ParseOk("", {"runtime.precision=bf16"}).runtime.precision, "bf16");
+  EXPECT_EQ(ToString(EffectivePrecision(cuda.runtime)), "bf16");  // auto on cuda
+  EXPECT_EQ(ToString(cuda.runtime.grad_reduce), "bf16");
+  EXPECT_EQ(ToString(ParseOk("", {"runtime.precision=bf16"}).runtime.precision), "bf16");
   EXPECT_EQ(ParseError("runtime:\n  precision: fp16\n"),
             "job.yaml: runtime.precision: must be one of auto, fp32, bf16, tf32 (got 'fp16')");
   EXPECT_EQ(ParseError("runtime:\n  grad_reduce: fp8\n"),
@@ -352,14 +352,15 @@ TEST(JobConfigTest, EnumeratedValuesListTheAllowedOnes) {
 
 TEST(JobConfigTest, AttentionAndRecomputeDefaults) {
   const JobConfig c = ParseOk("");
-  EXPECT_EQ(c.runtime.attention, "auto");
-  EXPECT_EQ(c.runtime.recompute, "none");
-  EXPECT_EQ(ParseOk("", {"runtime.attention=sdpa"}).runtime.attention, "sdpa");
+  EXPECT_EQ(ToString(c.runtime.attention), "auto");
+  EXPECT_EQ(ToString(c.runtime.recompute), "none");
+  EXPECT_EQ(ToString(ParseOk("", {"runtime.attention=sdpa"}).runtime.attention), "sdpa");
 }
 
 TEST(JobConfigTest, DeviceMustBeCpuOrCuda) {
   for (const char* device : {"cpu", "cuda", "cuda:0", "cuda:15"}) {
-    EXPECT_EQ(ParseOk(std::string("runtime:\n  device: ") + device + "\n").runtime.device, device);
+    EXPECT_EQ(ToString(ParseOk(std::string("runtime:\n  device: ") + device + "\n").runtime.device),
+              device);
   }
   for (const char* device :
        {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:+1", "cuda:1x", "CPU", ""}) {
@@ -489,7 +490,7 @@ TEST(JobConfigTest, AppliesOverrides) {
   EXPECT_EQ(c.train.max_steps, 4);
   EXPECT_EQ(c.checkpoint.dir, "");
   // Overrides on an empty file.
-  EXPECT_EQ(ParseOk("", {"runtime.device=cuda"}).runtime.device, "cuda");
+  EXPECT_EQ(ToString(ParseOk("", {"runtime.device=cuda"}).runtime.device), "cuda");
 }
 
 TEST(JobConfigTest, BadOverridesAreReported) {
@@ -561,20 +562,20 @@ TEST(JobConfigTest, ExampleJobsParse) {
   EXPECT_EQ(small->model.heads(), 4);
   EXPECT_EQ(small->model.ffn_dim(), 512);
   EXPECT_EQ(small->model.norm(), model::NormVariant::kDeepNorm);
-  EXPECT_EQ(small->data.source, "synthetic");
+  EXPECT_EQ(ToString(small->data.source), "synthetic");
   EXPECT_EQ(small->checkpoint.dir, "runs/synthetic_small/checkpoints");
 
   absl::StatusOr<JobConfig> tsv =
       LoadJobConfig(std::string(DEEPNET_SOURCE_DIR) + "/examples/tsv_job.yaml");
   ASSERT_TRUE(tsv.ok()) << tsv.status();
-  EXPECT_EQ(tsv->data.source, "tsv");
+  EXPECT_EQ(ToString(tsv->data.source), "tsv");
   EXPECT_FALSE(tsv->data.train_path.empty());
 
   absl::StatusOr<JobConfig> parallel =
       LoadJobConfig(std::string(DEEPNET_SOURCE_DIR) + "/examples/parallel_2x2.yaml");
   ASSERT_TRUE(parallel.ok()) << parallel.status();
   EXPECT_EQ(parallel->parallel.world_size(), 4);
-  EXPECT_EQ(parallel->parallel.backend, "mpi");
+  EXPECT_EQ(ToString(parallel->parallel.backend), "mpi");
 }
 
 TEST(JobConfigTest, LoadJobConfigNamesAMissingFile) {
@@ -610,9 +611,9 @@ TEST(JobConfigTest, ParallelSectionIsParsedAndChecked) {
       "           partition: measured}\n");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->parallel.world_size(), 8);
-  EXPECT_EQ(ok->parallel.schedule, "gpipe");
+  EXPECT_EQ(ToString(ok->parallel.schedule), "gpipe");
   EXPECT_EQ(ok->parallel.rendezvous, "tcp://node0:29500");
-  EXPECT_EQ(ok->parallel.partition, "measured");
+  EXPECT_EQ(ToString(ok->parallel.partition), "measured");
   auto again = ParseJobConfig(DumpJobConfig(*ok));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(DumpJobConfig(*again), DumpJobConfig(*ok));

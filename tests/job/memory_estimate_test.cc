@@ -99,15 +99,15 @@ TEST(MemoryEstimateTest, JobPrecisionFollowsRuntimePrecision) {
   JobConfig job;
   job.model = Small();
   EXPECT_EQ(PrecisionOf(job), Precision::kFp32);  // auto on cpu
-  job.runtime.precision = "bf16";
+  job.runtime.precision = PrecisionChoice::kBf16;
   EXPECT_EQ(PrecisionOf(job), Precision::kBf16);
   EXPECT_EQ(LayoutOf(job).precision, Precision::kBf16);
-  job.runtime.precision = "tf32";  // fp32 storage
+  job.runtime.precision = PrecisionChoice::kTf32;  // fp32 storage
   EXPECT_EQ(PrecisionOf(job), Precision::kFp32);
-  job.runtime.precision = "auto";
-  job.runtime.device = "cuda:1";
+  job.runtime.precision = PrecisionChoice::kAuto;
+  job.runtime.device = *ParseDevice("cuda:1");
   EXPECT_EQ(PrecisionOf(job), Precision::kBf16);
-  job.runtime.precision = "fp32";
+  job.runtime.precision = PrecisionChoice::kFp32;
   EXPECT_EQ(PrecisionOf(job), Precision::kFp32);
 }
 
@@ -162,7 +162,7 @@ TEST(MemoryEstimateTest, JobLayoutFollowsTheSpec) {
   job.data.max_len = 20;
   job.parallel.pipeline_stages = 2;
   job.parallel.micro_batches = 3;
-  job.parallel.schedule = "gpipe";
+  job.parallel.schedule = Schedule::kGPipe;
   const MemoryLayout layout = LayoutOf(job);
   EXPECT_EQ(layout.pipeline_stages, 2);
   EXPECT_EQ(layout.micro_batches, 3);
@@ -200,7 +200,7 @@ TEST(MemoryEstimateTest, LayerRecomputationKeepsLayerInputsAndOneLayer) {
   EXPECT_EQ(low.activation_bytes, 2 * 1376 + 1792 + 384);
   JobConfig job;
   EXPECT_FALSE(LayoutOf(job).recompute_layers);
-  job.runtime.recompute = "layer";
+  job.runtime.recompute = Recompute::kLayer;
   EXPECT_TRUE(LayoutOf(job).recompute_layers);
 }
 

@@ -54,12 +54,12 @@ TEST(RandomTokensConfigTest, ParsesTheSectionAndTheSource) {
       "min_len: 2, max_len: 9, target: reverse, seed: 4}\n");
   ASSERT_TRUE(config.ok()) << config.status();
   const RandomTokensConfig& r = config->data.random_tokens;
-  EXPECT_EQ(config->data.source, "random_tokens");
+  EXPECT_EQ(ToString(config->data.source), "random_tokens");
   EXPECT_EQ(r.vocab_size, 100);
   EXPECT_EQ(r.pairs, 50);
   EXPECT_EQ(r.min_len, 2);
   EXPECT_EQ(r.max_len, 9);
-  EXPECT_EQ(r.target, "reverse");
+  EXPECT_EQ(ToString(r.target), "reverse");
   EXPECT_EQ(r.seed, 4u);
   EXPECT_TRUE(ValidateRandomTokens(RandomTokensConfig{}).ok());
 }

@@ -10,9 +10,9 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(PinRankDeviceTest, LeavesNonCudaDevicesAlone) {
-  auto device = PinRankDevice("cpu", comm::LaunchEnv{});
+  auto device = PinRankDevice(*job::ParseDevice("cpu"), comm::LaunchEnv{});
   ASSERT_TRUE(device.ok()) << device.status();
-  EXPECT_EQ(device->device, "cpu");
+  EXPECT_EQ(job::ToString(device->device), "cpu");
   EXPECT_EQ(device->cuda_index, -1);
 }
 
@@ -20,7 +20,7 @@ TEST(PinRankDeviceTest, ResolvesCudaToOneOrdinal) {
   comm::LaunchEnv env;
   env.local_rank = 3;
   env.local_size = 4;
-  auto device = PinRankDevice("cuda", env);
+  auto device = PinRankDevice(*job::ParseDevice("cuda"), env);
   const int visible = static_cast<int>(torch::cuda::device_count());
   if (visible == 0) {
     ASSERT_FALSE(device.ok());
@@ -29,14 +29,14 @@ TEST(PinRankDeviceTest, ResolvesCudaToOneOrdinal) {
   }
   ASSERT_TRUE(device.ok()) << device.status();
   EXPECT_EQ(device->cuda_index, 3 % visible);
-  EXPECT_EQ(device->device, "cuda:" + std::to_string(3 % visible));
+  EXPECT_EQ(job::ToString(device->device), "cuda:" + std::to_string(3 % visible));
 }
 
 TEST(PinRankDeviceTest, KeepsAnExplicitOrdinal) {
   if (torch::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: set_device not tried";
-  auto device = PinRankDevice("cuda:0", comm::LaunchEnv{});
+  auto device = PinRankDevice(*job::ParseDevice("cuda:0"), comm::LaunchEnv{});
   ASSERT_TRUE(device.ok()) << device.status();
-  EXPECT_EQ(device->device, "cuda:0");
+  EXPECT_EQ(job::ToString(device->device), "cuda:0");
   EXPECT_EQ(device->cuda_index, 0);
 }
 

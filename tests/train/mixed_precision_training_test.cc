@@ -50,7 +50,7 @@ job::JobConfig TinyJob(const std::string& precision, int64_t steps) {
   c.train.log_every = 1000;
   c.train.probe_every = 0;
   c.train.seed = 5;
-  c.runtime.precision = precision;
+  c.runtime.precision = *job::ParseChoice<job::PrecisionChoice>(precision);
   return c;
 }
 
@@ -163,7 +163,7 @@ TEST(MixedPrecisionTrainingTest, Bf16GradientAllReduceTracksFp32OverTwoReplicas)
   job::JobConfig c = TinyJob("fp32", 60);
   c.parallel.data_parallel = 2;
   const std::vector<double> fp32 = TwoRankLosses(c);
-  c.runtime.grad_reduce = "bf16";
+  c.runtime.grad_reduce = job::GradReduce::kBf16;
   const std::vector<double> bf16 = TwoRankLosses(c);
   ASSERT_EQ(fp32.size(), 60u);
   ASSERT_EQ(bf16.size(), 60u);

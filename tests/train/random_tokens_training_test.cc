@@ -27,12 +27,12 @@ job::JobConfig RandomTokensJob(const std::string& checkpoint_dir) {
                 .max_positions(32)
                 .init(model::InitScheme::kScaledDefault)
                 .positions(model::PositionKind::kLearned);
-  c.data.source = "random_tokens";
+  c.data.source = job::DataSource::kRandomTokens;
   c.data.random_tokens.vocab_size = 20;
   c.data.random_tokens.pairs = 200;
   c.data.random_tokens.min_len = 2;
   c.data.random_tokens.max_len = 8;
-  c.data.random_tokens.target = "reverse";
+  c.data.random_tokens.target = job::RandomTokensTarget::kReverse;
   c.data.max_tokens = 200;
   c.data.max_len = 16;
   c.optim.warmup_steps = 2;

@@ -226,7 +226,7 @@ TEST(TrainerGuardTest, PlateauIsFlaggedAndRewarmRestartsTheWarmup) {
   job.train.valid_every = 1;
   job.guard.plateau_window = 2;
   job.guard.plateau_min_delta = 100.0;  // Nothing counts as an improvement.
-  job.guard.plateau_action = "rewarm";
+  job.guard.plateau_action = job::PlateauAction::kRewarm;
   std::ostringstream out;
   TrainerIo io;
   io.out = &out;

@@ -188,7 +188,7 @@ TEST(TrainerTest, LossFallsAndProgressCarriesEveryField) {
 
 TEST(TrainerTest, BadDataPathIsNamed) {
   job::JobConfig c = SmallJob("");
-  c.data.source = "tsv";
+  c.data.source = job::DataSource::kTsv;
   c.data.train_path = "/nonexistent/train.tsv";
   auto trainer = Trainer::Create(c, TrainerIo{});
   ASSERT_FALSE(trainer.ok());
@@ -205,7 +205,7 @@ TEST(TrainerTest, LayerRecomputationTrainsTheSameBits) {
   job::JobConfig recompute = SmallJob(b.path());
   recompute.train.max_steps = 4;
   recompute.checkpoint.every_steps = 4;
-  recompute.runtime.recompute = "layer";
+  recompute.runtime.recompute = job::Recompute::kLayer;
   const TrainSummary x = Train(plain), y = Train(recompute);
   ASSERT_EQ(x.losses.size(), 4u);
   ASSERT_EQ(x.losses, y.losses);
@@ -216,7 +216,7 @@ TEST(TrainerTest, LayerRecomputationTrainsTheSameBits) {
 
 TEST(TrainerTest, AttentionSdpaNeedsLibTorch2) {
   job::JobConfig c = SmallJob("");
-  c.runtime.attention = "sdpa";
+  c.runtime.attention = job::AttentionChoice::kSdpa;
   c.train.max_steps = 1;
   auto trainer = Trainer::Create(c, TrainerIo{});
   if (TORCH_VERSION_MAJOR >= 2) {
@@ -227,7 +227,7 @@ TEST(TrainerTest, AttentionSdpaNeedsLibTorch2) {
               std::string::npos)
         << trainer.status();
   }
-  c.runtime.attention = "auto";  // Leave the process-wide switch as the other tests expect.
+  c.runtime.attention = job::AttentionChoice::kAuto;  // Leave the process-wide switch as the other tests expect.
   ASSERT_TRUE(Trainer::Create(c, TrainerIo{}).ok());
 }
 

@@ -112,7 +112,7 @@ TEST(TrainingGuardTest, FailsWithoutACheckpointOrWhenTheActionIsFail) {
   EXPECT_THAT(d.reason, ::testing::HasSubstr("no checkpoint before step 4"));
   EXPECT_EQ(guard.Decide(t, {4, 5}).kind, GuardDecision::Kind::kFail);  // None older than 4.
   job::GuardConfig fail = Config();
-  fail.action = "fail";
+  fail.action = job::GuardAction::kFail;
   d = TrainingGuard(fail).Decide(t, {1, 2});
   EXPECT_EQ(d.kind, GuardDecision::Kind::kFail);
   EXPECT_THAT(d.reason, ::testing::HasSubstr("(guard.action is fail)"));
