@@ -112,7 +112,7 @@ struct EventBatch {
 };
 
 struct PointBatch {
-  std::vector<MetricSample> points;
+  std::vector<MetricPoint> points;
   // Position after the last point returned (pass back as `cursor`).
   int64_t next_cursor = 0;
   bool terminal = false;
@@ -232,7 +232,7 @@ class Coordinator {
   [[nodiscard]] absl::Status OnDraining(const std::string& worker_id, int64_t epoch,
                                         const std::string& reason, std::chrono::milliseconds grace);
   [[nodiscard]] absl::Status OnMetrics(const std::string& worker_id, int64_t epoch,
-                                       const MetricReportData& report);
+                                       const MetricReport& report);
   // The worker refused an assignment (spawn failure, unknown slot, ...).
   [[nodiscard]] absl::Status OnAssignmentRefused(const std::string& worker_id, int64_t epoch,
                                                  const std::string& job_id, int attempt,
@@ -283,7 +283,7 @@ class Coordinator {
     std::optional<int64_t> announced_resume_step;
     std::optional<int64_t> resumed_step;
     Clock::time_point progress_written;  // when the step was last written to the store
-    std::deque<MetricSample> points;
+    std::deque<MetricPoint> points;
     int64_t points_base = 0;  // absolute index of points.front()
     int64_t latest_checkpoint_step = 0;
     std::map<int64_t, int> checkpoint_attempts;
@@ -404,8 +404,8 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the job's latest step to the store.
   void PersistStep(JobRuntime& job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A divergence-guard point of a metric report (MetricSample::guard_event): event and metrics.
-  void OnGuardEvent(JobRuntime& job, const MetricSample& point) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A divergence-guard point of a metric report (MetricPoint::guard_event): event and metrics.
+  void OnGuardEvent(JobRuntime& job, const MetricPoint& point) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   JobStore* const store_;

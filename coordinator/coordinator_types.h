@@ -104,7 +104,7 @@ struct LayerSummaryValues {
 };
 
 // One training progress point (deepnet.v1.MetricPoint without the proto).
-struct MetricSample {
+struct MetricPoint {
   int64_t step = 0;
   double loss = 0;
   double nll = 0;
@@ -140,11 +140,11 @@ struct MetricSample {
   std::string guard_message;
 };
 
-struct MetricReportData {
+struct MetricReport {
   std::string job_id;
   int attempt = 0;
   int rank = 0;
-  std::vector<MetricSample> points;
+  std::vector<MetricPoint> points;
   std::vector<int64_t> checkpoint_steps;
 };
 

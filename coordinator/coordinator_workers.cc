@@ -342,7 +342,7 @@ absl::Status Coordinator::OnDraining(const std::string& worker_id, int64_t epoch
 }
 
 absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
-                                    const MetricReportData& report) {
+                                    const MetricReport& report) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<WorkerRuntime*> worker = CheckEpoch(worker_id, epoch);
   if (!worker.ok()) return worker.status();
@@ -351,8 +351,8 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
   if (job == nullptr || report.attempt != job->record.attempt) return absl::OkStatus();
   // Divergence-guard events ride in the metric stream (MetricPoint.guard_*): they become job
   // events and metrics, not points of the series.
-  std::vector<MetricSample> steps;
-  for (const MetricSample& point : report.points) {
+  std::vector<MetricPoint> steps;
+  for (const MetricPoint& point : report.points) {
     if (point.guard_event.empty()) {
       steps.push_back(point);
     } else {
@@ -360,7 +360,7 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
     }
   }
   int64_t max_step = job->record.last_step;
-  for (MetricSample point : steps) {
+  for (MetricPoint point : steps) {
     point.attempt = report.attempt;
     if (point.time_ms == 0) point.time_ms = SystemNowMs();
     job->points.push_back(point);
@@ -382,7 +382,7 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
   }
   if (!steps.empty()) {
     if (metrics_ != nullptr) {
-      const MetricSample& last = steps.back();
+      const MetricPoint& last = steps.back();
       TrainingSample sample;
       sample.step = last.step;
       sample.loss = last.loss;
@@ -423,7 +423,7 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
   return absl::OkStatus();
 }
 
-void Coordinator::OnGuardEvent(JobRuntime& job, const MetricSample& point) {
+void Coordinator::OnGuardEvent(JobRuntime& job, const MetricPoint& point) {
   JobEventView event;
   event.message = point.guard_message;
   if (point.guard_event == "plateau") {
