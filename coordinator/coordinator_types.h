@@ -14,6 +14,7 @@
 #include "coordinator/job_spec.h"
 #include "coordinator/job_state.h"
 #include "coordinator/job_store.h"
+#include "job/stop_exit.h"
 
 namespace deepnet::coordinator {
 
@@ -78,8 +79,9 @@ struct RegistrationResult {
   std::vector<CancellationCommand> stale_tasks;
 };
 
-// What a trainer that was asked to stop left behind (deepnet.v1.StopCheckpoint).
-enum class StopCheckpoint { kUnspecified, kSaved, kNotNeeded, kNotSaved };
+// What a trainer that was asked to stop left behind (one definition for the worker and the
+// coordinator: job/stop_exit.h).
+using job::StopCheckpoint;
 
 struct TrainerExitReport {
   std::string job_id;
