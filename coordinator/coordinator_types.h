@@ -215,6 +215,19 @@ class WorkerCommandSink {
   virtual void Close(const absl::Status& status) = 0;
 };
 
+// --- JobService -> coordinator. ---
+
+struct SubmitRequestData {
+  std::string owner;
+  std::string idempotency_key;
+  std::string config_yaml;
+  JobSpecInfo spec;  // ParseSpec(config_yaml)
+  // The submitter's role and teams (Principal), for the fair-sharing limits: an admin is limited
+  // only by their own users: entry and may charge any team; others only their teams.
+  bool admin = false;
+  std::vector<std::string> teams = {};
+};
+
 // --- Views served by the JobService. ---
 
 enum class EventType {
