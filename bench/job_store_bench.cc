@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/in_memory_job_store.h"
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/store/in_memory_job_store.h"
+#include "coordinator/store/sqlite_job_store.h"
 
 namespace {
 

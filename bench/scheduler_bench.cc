@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/gang_scheduler.h"
+#include "coordinator/scheduler/gang_scheduler.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/control_plane_benches.h"
 #include "bench/control_plane_util.h"
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/store/sqlite_job_store.h"
 #include "deepnet/v1/job_service.grpc.pb.h"
 
 namespace deepnet::bench {

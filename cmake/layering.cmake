@@ -42,12 +42,20 @@ function(deepnet_install_program target)
 endfunction()
 
 # deepnet_write_link_table(<file>): writes one line per library and program of every folder the
-# top-level CMakeLists.txt adds (tests/ and bench/ excepted), "<target> <folder> <our targets it
-# links directly, comma-separated>", for the layering test (tests/layering/), which holds it
-# against the table in docs/ARCHITECTURE.md. INTERFACE helper targets (deepnet_grpcpp,
-# deepnet_warnings) are not rooms of their own.
+# top-level CMakeLists.txt adds and of the folders those add in turn (coordinator/store/ ...;
+# tests/ and bench/ excepted), "<target> <folder> <our targets it links directly,
+# comma-separated>", for the layering test (tests/layering/), which holds it against the table in
+# docs/ARCHITECTURE.md. INTERFACE targets (deepnet_grpcpp, deepnet_warnings, the umbrella
+# deepnet_coordinator) are not rooms of their own.
 function(deepnet_write_link_table file)
-  get_property(dirs DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTY SUBDIRECTORIES)
+  get_property(queue DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTY SUBDIRECTORIES)
+  set(dirs)
+  while(queue)
+    list(POP_FRONT queue dir)
+    list(APPEND dirs ${dir})
+    get_property(children DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    list(APPEND queue ${children})
+  endwhile()
   set(ours)
   foreach(dir IN LISTS dirs)
     file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${dir})

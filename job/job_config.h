@@ -302,7 +302,7 @@ struct GuardConfig {
 inline constexpr int kGuardExhaustedExitCode = 78;
 
 /// A training job: one YAML schema shared by `deepnet train --config` and the coordinator's job
-/// spec (coordinator/job_spec.h). Every field has a default; see docs/CONFIG.md.
+/// spec (coordinator/core/job_spec.h). Every field has a default; see docs/CONFIG.md.
 struct JobConfig {
   std::string name = "deepnet";
   // vocab_size 0 means "take the tokenizer's vocabulary size".

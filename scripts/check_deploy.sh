@@ -40,7 +40,7 @@ SCHEMAS=0
 PART=all  # --part k8s|grafana: only that half of the schema checks (the self-test's broken copies)
 NPM_SRC="$ROOT/tests/deploy/npm"
 
-# The metrics deepnet-coordinator exports. MUST match coordinator/coordinator_metrics.cc (and the
+# The metrics deepnet-coordinator exports. MUST match coordinator/core/coordinator_metrics.cc (and the
 # list in docs/OPERATIONS.md): a name here that the coordinator does not export makes alerts and
 # panels silently empty.
 METRICS=(

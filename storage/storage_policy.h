@@ -28,7 +28,7 @@ enum class PathAccess {
   kWriteDir,  // A directory the user may write; it (and folders above it) may not exist yet.
 };
 
-// Who a job runs for: the tokens file's user name and teams (coordinator/auth.h).
+// Who a job runs for: the tokens file's user name and teams (coordinator/auth/auth.h).
 struct StorageUser {
   std::string name;
   std::vector<std::string> teams;

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "coordinator/rendezvous_service.h"
+#include "coordinator/rendezvous/rendezvous_service.h"
 #include "deepnet/v1/rendezvous.pb.h"
 
 namespace deepnet::testing {

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "coordinator/rendezvous_store.h"
+#include "coordinator/rendezvous/rendezvous_store.h"
 
 namespace deepnet::testing {
 

@@ -2,7 +2,7 @@
 // called (also an admin cancelling another user's job), the outcome, the idempotency key and
 // the spec's SHA-256; validate-only submits are not recorded; a log that cannot be written is
 // counted and never fails the call.
-#include "coordinator/audit_log.h"
+#include "coordinator/auth/audit_log.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/audit_interceptor.h"
-#include "coordinator/coordinator_metrics.h"
-#include "coordinator/job_service_impl.h"
+#include "coordinator/core/coordinator_metrics.h"
+#include "coordinator/grpc/audit_interceptor.h"
+#include "coordinator/grpc/job_service_impl.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/test_tokens.h"
 #include "tests/coordinator/test_util.h"

@@ -1,4 +1,4 @@
-#include "coordinator/auth.h"
+#include "coordinator/auth/auth.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/rendezvous_service.h"
+#include "coordinator/rendezvous/rendezvous_service.h"
 #include "rpc/rpc_util.h"
 #include "tests/coordinator/test_util.h"
 

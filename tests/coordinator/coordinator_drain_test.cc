@@ -10,7 +10,7 @@
 #include <chrono>
 #include <thread>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
 namespace deepnet::coordinator {

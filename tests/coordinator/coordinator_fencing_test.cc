@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/file_text.h"
 #include "tests/temp_dir.h"

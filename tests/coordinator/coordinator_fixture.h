@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/in_memory_job_store.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/store/in_memory_job_store.h"
 
 namespace deepnet::coordinator::testing {
 

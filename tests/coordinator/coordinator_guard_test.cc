@@ -3,8 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "coordinator/coordinator.h"
-#include "coordinator/coordinator_metrics.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/coordinator_metrics.h"
 #include "job/job_config.h"
 #include "tests/coordinator/coordinator_fixture.h"
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "coordinator/coordinator_metrics.h"
+#include "coordinator/core/coordinator_metrics.h"
 
 int main() {
   using namespace deepnet::coordinator;

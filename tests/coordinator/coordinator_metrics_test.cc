@@ -1,4 +1,4 @@
-#include "coordinator/coordinator_metrics.h"
+#include "coordinator/core/coordinator_metrics.h"
 
 #include <arpa/inet.h>
 #include <gmock/gmock.h>

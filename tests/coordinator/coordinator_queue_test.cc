@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "coordinator/coordinator_metrics.h"
+#include "coordinator/core/coordinator_metrics.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
 namespace deepnet::coordinator {

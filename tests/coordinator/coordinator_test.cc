@@ -1,6 +1,6 @@
 // The coordinator core driven directly (no gRPC): fake worker sessions record the commands it
 // sends; the test plays the workers' part (heartbeats, exits, metrics) and calls Tick().
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/in_memory_job_store.h"
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/store/in_memory_job_store.h"
+#include "coordinator/store/sqlite_job_store.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/test_util.h"
 

@@ -3,9 +3,9 @@
 // jobs beyond max_running_ranks wait with a pending reason naming it, without holding back other
 // users' jobs, and start when the owner's other jobs end; team limits through scheduling.team;
 // limits replaced at run time and counts rebuilt from the job store after a restart.
-#include "coordinator/fair_share.h"
+#include "coordinator/scheduler/fair_share.h"
 
-#include "coordinator/gang_scheduler.h"
+#include "coordinator/scheduler/gang_scheduler.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "coordinator/gang_scheduler.h"
+#include "coordinator/scheduler/gang_scheduler.h"
 
 #include <algorithm>
 #include <map>

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <thread>
 
-#include "coordinator/auth.h"
-#include "coordinator/in_memory_job_store.h"
-#include "coordinator/job_service_impl.h"
+#include "coordinator/auth/auth.h"
+#include "coordinator/grpc/job_service_impl.h"
+#include "coordinator/store/in_memory_job_store.h"
 #include "rpc/rpc_util.h"
 #include "tests/coordinator/log_serving_sink.h"
 #include "tests/coordinator/test_tokens.h"

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/in_memory_job_store.h"
-#include "coordinator/job_log_stream.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/grpc/job_log_stream.h"
+#include "coordinator/store/in_memory_job_store.h"
 #include "tests/coordinator/log_serving_sink.h"
 
 namespace deepnet::coordinator {

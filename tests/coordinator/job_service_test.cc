@@ -1,6 +1,6 @@
 // JobService over gRPC in-process, with a tokens file: who may list workers and who sees which
 // job holds a slot.
-#include "coordinator/job_service_impl.h"
+#include "coordinator/grpc/job_service_impl.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>

@@ -1,4 +1,4 @@
-#include "coordinator/job_spec.h"
+#include "coordinator/core/job_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // One suite run against every JobStore implementation: they must behave the same.
-#include "coordinator/job_store.h"
+#include "coordinator/store/job_store.h"
 
 #include <algorithm>
 #include <deque>
@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
-#include "coordinator/in_memory_job_store.h"
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/store/in_memory_job_store.h"
+#include "coordinator/store/sqlite_job_store.h"
 #include "tests/coordinator/test_util.h"
 
 namespace deepnet::coordinator {

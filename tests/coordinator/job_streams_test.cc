@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/job_service_impl.h"
+#include "coordinator/grpc/job_service_impl.h"
 #include "rpc/reflection_gate.h"
 #include "rpc/rpc_util.h"
 #include "tests/coordinator/coordinator_fixture.h"

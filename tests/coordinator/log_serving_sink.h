@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/core/coordinator.h"
 
 namespace deepnet::coordinator::testing {
 

@@ -1,7 +1,7 @@
 // Probe and per-layer diagnostics on /metrics: summaries over layers (one series per statistic,
 // never per layer), the latest of a report's points, and MetricPoint fields 14-23 through the
 // proto conversion.
-#include "coordinator/probe_metrics.h"
+#include "coordinator/core/probe_metrics.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/proto_convert.h"
+#include "coordinator/grpc/proto_convert.h"
 
 namespace deepnet::coordinator {
 namespace {

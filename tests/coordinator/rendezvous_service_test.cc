@@ -1,4 +1,4 @@
-#include "coordinator/rendezvous_service.h"
+#include "coordinator/rendezvous/rendezvous_service.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>

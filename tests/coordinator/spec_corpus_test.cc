@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "coordinator/job_spec.h"
+#include "coordinator/core/job_spec.h"
 #include "job/job_config.h"
 
 namespace deepnet::coordinator {

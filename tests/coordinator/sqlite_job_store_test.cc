@@ -1,6 +1,6 @@
 // What only the SQLite store promises: durability across reopen and crashes, and clear
 // errors for files it must not use.
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/store/sqlite_job_store.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/barrier.h"
-#include "coordinator/sqlite_db.h"
+#include "coordinator/store/sqlite_db.h"
 #include "tests/coordinator/test_util.h"
 
 namespace deepnet::coordinator {

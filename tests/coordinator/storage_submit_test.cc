@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/auth.h"
-#include "coordinator/job_service_impl.h"
+#include "coordinator/auth/auth.h"
+#include "coordinator/grpc/job_service_impl.h"
 #include "storage/storage_policy.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/test_tokens.h"

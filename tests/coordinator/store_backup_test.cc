@@ -1,6 +1,6 @@
 // deepnet-coordinator --backup-to: an online copy of the job store, taken while the store is open
 // and has writes only in its WAL, holds every acknowledged job and opens as a store.
-#include "coordinator/store_backup.h"
+#include "coordinator/store/store_backup.h"
 
 #include <filesystem>
 
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/sqlite_job_store.h"
+#include "coordinator/store/sqlite_job_store.h"
 #include "tests/coordinator/test_util.h"
 
 namespace deepnet::coordinator {

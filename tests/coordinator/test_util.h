@@ -8,7 +8,7 @@
 #include <string>
 #include <tuple>
 
-#include "coordinator/job_store.h"
+#include "coordinator/store/job_store.h"
 
 namespace deepnet::coordinator::testing {
 

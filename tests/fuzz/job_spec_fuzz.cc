@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "coordinator/job_spec.h"
+#include "coordinator/core/job_spec.h"
 #include "job/job_config.h"
 
 namespace {
