@@ -15,4 +15,19 @@ inline constexpr int kStoppedNothingTrainedExitCode = 79;
 // those steps are lost.
 inline constexpr int kStoppedUnsavedExitCode = 80;
 
+// What a trainer that was asked to stop left behind (deepnet.v1.StopCheckpoint): the worker
+// tells it from the exit code (StopCheckpointOf) and the coordinator words the rank's exit event
+// with it. One type for both daemons; each converts it to or from the proto once at its edge
+// (worker_daemon.cc sends it, coordinator/proto_convert.cc reads it).
+enum class StopCheckpoint { kUnspecified, kSaved, kNotNeeded, kNotSaved };
+
+// From a stopped trainer's ending: exit 143 saved, 79 not needed, anything else (a signal: the
+// SIGKILL after the grace period) not saved.
+constexpr StopCheckpoint StopCheckpointOf(int exit_code, int signal) {
+  if (signal != 0) return StopCheckpoint::kNotSaved;
+  if (exit_code == kStoppedCheckpointedExitCode) return StopCheckpoint::kSaved;
+  if (exit_code == kStoppedNothingTrainedExitCode) return StopCheckpoint::kNotNeeded;
+  return StopCheckpoint::kNotSaved;
+}
+
 }  // namespace deepnet::job

@@ -408,13 +408,6 @@ void TrainerSupervisor::StopAll(std::chrono::milliseconds grace) {
   for (const auto& [key, task] : tasks_) task->process->Stop(grace);
 }
 
-StopCheckpoint StopCheckpointOf(int exit_code, int signal) {
-  if (signal != 0) return StopCheckpoint::kNotSaved;  // SIGKILL after the grace period
-  if (exit_code == job::kStoppedCheckpointedExitCode) return StopCheckpoint::kSaved;
-  if (exit_code == job::kStoppedNothingTrainedExitCode) return StopCheckpoint::kNotNeeded;
-  return StopCheckpoint::kNotSaved;
-}
-
 TrainerSupervisor::Events TrainerSupervisor::Poll() {
   std::vector<std::pair<TaskKey, std::shared_ptr<Task>>> tasks;
   {

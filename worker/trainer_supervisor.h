@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "job/stop_exit.h"
 #include "worker/host_resources.h"
 #include "worker/trainer_output_parser.h"
 
@@ -83,10 +84,10 @@ struct AssignmentSpec {
 
 enum class TaskPhase { kRunning, kStopping };
 
-// What a trainer that was asked to stop left behind (deepnet.v1.StopCheckpoint).
-enum class StopCheckpoint { kUnspecified, kSaved, kNotNeeded, kNotSaved };
-// From a stopped trainer's ending: exit 143 saved, 79 not needed, anything else not saved.
-StopCheckpoint StopCheckpointOf(int exit_code, int signal);
+// What a trainer that was asked to stop left behind, and how its exit code tells it (one
+// definition for the worker and the coordinator: job/stop_exit.h).
+using job::StopCheckpoint;
+using job::StopCheckpointOf;
 
 struct TaskSnapshot {
   std::string job_id;

@@ -1,6 +1,6 @@
 // Coordinator: construction, loading jobs after a restart, the control loop, and the calls the
-// JobService makes. The job lifecycle is in coordinator_jobs.cc, workers in
-// coordinator_workers.cc.
+// JobService makes to read jobs. Each job's lifecycle is in JobRun (job_run.cc); cancelling and
+// scheduling in coordinator_jobs.cc, workers in coordinator_workers.cc.
 #include "coordinator/core/coordinator.h"
 
 #include <spdlog/spdlog.h>
@@ -10,7 +10,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/core/checkpoint_listing.h"
-#include "coordinator/core/job_events.h"
 
 namespace deepnet::coordinator {
 
@@ -39,13 +38,17 @@ Coordinator::Coordinator(const CoordinatorOptions& options, JobStore* store,
                          CoordinatorMetrics* metrics, std::unique_ptr<GangScheduler> scheduler)
     : options_(options),
       store_(store),
-      epochs_(epochs),
       rendezvous_(rendezvous),
       metrics_(metrics),
       scheduler_(std::move(scheduler)),
-      rendezvous_address_(options.rendezvous_address) {
-  limits_ = options.limits;
-}
+      workers_(epochs, scheduler_.get(), metrics, options.heartbeat_interval,
+               options.lease_heartbeats),
+      log_reads_(&mu_, &workers_, options.log_request_timeout),
+      limits_(options.limits, options.is_admin),
+      job_context_{store,        scheduler_.get(),   rendezvous,
+                   metrics,      &workers_,          this,
+                   options.stop_grace, options.stop_timeout, options.points_per_job},
+      rendezvous_address_(options.rendezvous_address) {}
 
 void Coordinator::SetRendezvousAddress(const std::string& address) {
   absl::MutexLock lock(&mu_);
@@ -55,8 +58,7 @@ void Coordinator::SetRendezvousAddress(const std::string& address) {
 Coordinator::~Coordinator() { Shutdown(); }
 
 absl::Status Coordinator::LoadJobs() {
-  const Clock::time_point now = Clock::now();
-  const Clock::time_point reattach_until = now + options_.reattach_window;
+  const Clock::time_point reattach_until = Clock::now() + options_.reattach_window;
   JobSpecCheckOptions no_paths = options_.spec_check;
   no_paths.check_paths = false;
   std::string token;
@@ -64,77 +66,23 @@ absl::Status Coordinator::LoadJobs() {
     absl::StatusOr<JobPage> page = store_->List(JobFilter{}, 1000, token);
     if (!page.ok()) return page.status();
     for (const JobRecord& record : page->records) {
-      JobRuntime& job = jobs_[record.id];
-      job.record = record;
       absl::StatusOr<JobSpecInfo> spec = ParseJobSpec(record.spec_yaml, no_paths);
       // A job that has not started and whose spec breaks today's rules (stored by an older
-      // version) is cancelled rather than placed: no spec reaches a worker unchecked.
+      // version) is cancelled rather than placed: no spec reaches a worker unchecked. Its
+      // settings are then the defaults; the record keeps what it says.
       std::string refused;
+      JobSpecInfo settings;
       if (spec.ok()) {
-        job.spec = *spec;
+        settings = *std::move(spec);
       } else {
         const absl::string_view message = spec.status().message();
         refused =
             absl::StrCat("cancelled at coordinator start: the spec breaks the current rules: ",
                          message.substr(0, std::min<size_t>(message.find('\n'), 512)));
-        // Stored by an older version with other rules: keep what the record says.
-        job.spec.name = record.name;
-        job.spec.pipeline_stages = record.pipeline_stages;
-        job.spec.data_parallel = record.data_parallel;
-        job.spec.priority = record.priority;
-        job.spec.max_restarts = record.max_restarts;
-        job.spec.checkpoint_dir = record.checkpoint_dir;
       }
-      job.state_since = now;
-      job.last_progress = now;
+      JobRun& job = jobs_.try_emplace(record.id, &job_context_, record, settings).first->second;
       ++state_counts_[record.state];
-      absl::StatusOr<std::vector<JobEvent>> events = store_->ListEvents(record.id, 0);
-      if (!events.ok()) return events.status();
-      job.events = DecodeJobEvents(*events, &job.decoded_attempt);
-      for (const JobEventView& e : job.events) {
-        if (e.type == EventType::kStateChanged && e.to_state == JobState::kRunning &&
-            job.start_time_ms == 0) {
-          job.start_time_ms = e.time_ms;
-        }
-        if (e.type == EventType::kStateChanged && IsTerminal(e.to_state)) job.end_time_ms = e.time_ms;
-        if (e.type == EventType::kCheckpointSaved) {
-          job.latest_checkpoint_step = std::max(job.latest_checkpoint_step, e.checkpoint_step);
-          job.checkpoint_attempts[e.checkpoint_step] = e.attempt;
-        }
-      }
-      job.ever_started = record.attempt > 0;
-      job.ever_running = job.start_time_ms > 0;
-      if (!refused.empty() &&
-          (record.state == JobState::kQueued || record.state == JobState::kPlacing)) {
-        spdlog::warn("job {}: {}", record.id, refused);
-        if (absl::Status s = Move(job, JobState::kCancelled, refused); !s.ok()) return s;
-        continue;
-      }
-      switch (record.state) {
-        case JobState::kQueued:
-          Enqueue(job);
-          break;
-        case JobState::kPlacing:
-          // The placement lived in the previous process's memory only.
-          if (Move(job, JobState::kQueued, "coordinator restarted while placing").ok()) {
-            Enqueue(job);
-          }
-          break;
-        case JobState::kStarting:
-        case JobState::kRunning:
-          job.reattaching = true;
-          job.reattach_deadline = reattach_until;
-          break;
-        case JobState::kRecovering:
-          // Its ranks were being stopped: cancel whatever still reports, then restart.
-          job.stopping = true;
-          job.after_stop = AfterStop::kRestart;
-          job.stop_message = "recovery resumed after a coordinator restart";
-          job.stop_deadline = reattach_until;
-          break;
-        default:
-          break;
-      }
+      if (absl::Status s = job.Load(refused, reattach_until); !s.ok()) return s;
     }
     token = page->next_page_token;
   } while (!token.empty());
@@ -157,11 +105,8 @@ void Coordinator::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return;
     shutting_down_ = true;
-    NotifyFeed("");
-    for (auto& [id, worker] : workers_) {
-      if (worker.sink) worker.sink->Close(absl::UnavailableError("coordinator shutting down"));
-      worker.sink = nullptr;
-    }
+    OnJobFeed("");
+    workers_.CloseAll(absl::UnavailableError("coordinator shutting down"));
   }
   if (loop_.joinable()) loop_.join();
 }
@@ -181,8 +126,11 @@ void Coordinator::Tick() {
 
 void Coordinator::TickLocked() {
   const Clock::time_point now = Clock::now();
-  CheckLeases(now);
-  CheckJobTimers(now);
+  workers_.ExpireLeases(now, [this](const std::string& worker_id,
+                                    const std::vector<LostRanks>& lost, const std::string& why) {
+    OnWorkerLost(worker_id, lost, why);
+  });
+  for (auto& [id, job] : jobs_) job.CheckTimers(now);
   RunScheduler();
   UpdateGauges();
 }
@@ -225,7 +173,7 @@ absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& re
   record.checkpoint_dir = request.spec.checkpoint_dir;
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
-  if (absl::Status s = CheckSubmitLimits(request); !s.ok()) return s;
+  if (absl::Status s = limits_.CheckSubmit(request, jobs_); !s.ok()) return s;
   absl::StatusOr<CreateResult> created = store_->Create(record);
   if (!created.ok()) return created.status();
   if (created->replayed) {
@@ -234,26 +182,24 @@ absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& re
           "idempotency_key \"", request.idempotency_key, "\" was used for job ",
           created->record.id, " with a different spec"));
     }
-    const JobRuntime* job = FindJob(created->record.id);
+    const JobRun* job = FindJob(created->record.id);
     if (job == nullptr) return absl::InternalError("replayed job is not loaded");
-    return SubmitResultData{ViewOf(*job), false};
+    return SubmitResultData{job->View(), false};
   }
-  JobRuntime& job = jobs_[created->record.id];
-  job.record = created->record;
-  job.spec = request.spec;
-  job.state_since = job.last_progress = Clock::now();
-  SyncEvents(job);  // the creation event
+  JobRun& job =
+      jobs_.try_emplace(created->record.id, &job_context_, created->record, request.spec)
+          .first->second;
   ++state_counts_[JobState::kQueued];
-  Enqueue(job);
+  job.Submitted();
   if (metrics_ != nullptr) metrics_->IncJobsSubmitted();
-  return SubmitResultData{ViewOf(job), true};
+  return SubmitResultData{job.View(), true};
 }
 
 absl::StatusOr<JobView> Coordinator::GetJob(const std::string& job_id) const {
   absl::MutexLock lock(&mu_);
-  const JobRuntime* job = FindJob(job_id);
+  const JobRun* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  return ViewOf(*job);
+  return job->View();
 }
 
 namespace {
@@ -288,16 +234,17 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
         store_->List(filter, *page_size - static_cast<int>(out.size()), token);
     if (!page.ok()) return page.status();
     for (const JobRecord& record : page->records) {
-      const JobRuntime* job = FindJob(record.id);
+      const JobRun* job = FindJob(record.id);
       if (job == nullptr) continue;
-      if (!absl::StartsWith(job->spec.name, request.name_prefix)) continue;
+      if (!absl::StartsWith(job->record().name, request.name_prefix)) continue;
+      const std::map<std::string, std::string>& labels = job->settings().labels;
       bool labels_match = true;
       for (const auto& [key, value] : request.labels) {
-        auto it = job->spec.labels.find(key);
-        if (it == job->spec.labels.end() || it->second != value) labels_match = false;
+        auto it = labels.find(key);
+        if (it == labels.end() || it->second != value) labels_match = false;
       }
       if (!labels_match) continue;
-      JobView view = ViewOf(*job);
+      JobView view = job->View();
       if (!request.include_spec) std::string().swap(view.record.spec_yaml);
       const int64_t size = EstimatedBytes(view);
       if (request.max_bytes > 0 && !out.empty() && bytes + size > request.max_bytes) {
@@ -323,56 +270,42 @@ absl::StatusOr<EventBatch> Coordinator::WaitEvents(const std::string& job_id, in
                                                    absl::Duration timeout,
                                                    size_t max_events) const {
   absl::MutexLock lock(&mu_);
-  const JobRuntime* job = FindJob(job_id);
+  const JobRun* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
   auto ready = [job, after_seq, this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return LastEventSeq(*job) > after_seq || shutting_down_;
+    return job->events().last_sequence() > after_seq || shutting_down_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
   EventBatch batch;
-  auto first = std::upper_bound(
-      job->events.begin(), job->events.end(), after_seq,
-      [](int64_t seq, const JobEventView& e) { return seq < e.sequence; });
-  const size_t left = static_cast<size_t>(job->events.end() - first);
-  batch.more = left > max_events;
-  batch.events.assign(first, first + static_cast<std::ptrdiff_t>(std::min(left, max_events)));
-  batch.terminal = IsTerminal(job->record.state);
+  batch.events = job->events().After(after_seq, max_events, &batch.more);
+  batch.terminal = IsTerminal(job->state());
   return batch;
 }
 
 absl::StatusOr<int64_t> Coordinator::PointCursor(const std::string& job_id, int64_t from_step,
                                                  bool live_only) const {
   absl::MutexLock lock(&mu_);
-  const JobRuntime* job = FindJob(job_id);
+  const JobRun* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  const int64_t end = job->points_base + static_cast<int64_t>(job->points.size());
-  if (live_only) return end;
-  for (size_t i = 0; i < job->points.size(); ++i) {
-    if (job->points[i].step >= from_step) return job->points_base + static_cast<int64_t>(i);
-  }
-  return end;
+  if (live_only) return job->points().end();
+  return job->points().FirstAtStep(from_step);
 }
 
 absl::StatusOr<PointBatch> Coordinator::WaitPoints(const std::string& job_id, int64_t cursor,
                                                    absl::Duration timeout,
                                                    size_t max_points) const {
   absl::MutexLock lock(&mu_);
-  const JobRuntime* job = FindJob(job_id);
+  const JobRun* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  auto end = [job] { return job->points_base + static_cast<int64_t>(job->points.size()); };
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return end() > cursor || IsTerminal(job->record.state) || shutting_down_;
+    return job->points().end() > cursor || IsTerminal(job->state()) || shutting_down_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
   PointBatch batch;
-  int64_t i = std::max(cursor, job->points_base);
-  for (; i < end() && batch.points.size() < max_points; ++i) {
-    batch.points.push_back(job->points[static_cast<size_t>(i - job->points_base)]);
-  }
-  batch.next_cursor = std::max(cursor, i);
-  batch.terminal = IsTerminal(job->record.state);
+  batch.points = job->points().From(cursor, max_points, &batch.next_cursor);
+  batch.terminal = IsTerminal(job->state());
   return batch;
 }
 
@@ -382,10 +315,10 @@ absl::StatusOr<std::vector<CheckpointView>> Coordinator::ListCheckpoints(
   std::map<int64_t, int> attempts;
   {
     absl::MutexLock lock(&mu_);
-    const JobRuntime* job = FindJob(job_id);
+    const JobRun* job = FindJob(job_id);
     if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-    dir = job->spec.checkpoint_dir;
-    attempts = job->checkpoint_attempts;
+    dir = job->record().checkpoint_dir;
+    attempts = job->checkpoint_attempts();
   }
   if (dir.empty()) return std::vector<CheckpointView>();
   absl::StatusOr<std::vector<CheckpointView>> found = ListCheckpointFolders(dir);
@@ -397,35 +330,27 @@ absl::StatusOr<std::vector<CheckpointView>> Coordinator::ListCheckpoints(
   return found;
 }
 
-Coordinator::JobRuntime* Coordinator::FindJob(const std::string& job_id) {
+JobRun* Coordinator::FindJob(const std::string& job_id) {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-const Coordinator::JobRuntime* Coordinator::FindJob(const std::string& job_id) const {
+const JobRun* Coordinator::FindJob(const std::string& job_id) const {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-JobView Coordinator::ViewOf(const JobRuntime& job) const {
-  JobView view;
-  view.record = job.record;
-  if (job.record.state == JobState::kQueued && !job.pending_reason.empty()) {
-    view.record.state_reason = job.pending_reason;
-    view.pending_code = job.pending_code;
-  }
-  view.spec = job.spec;
-  if (!job.ranks.empty()) {
-    for (const RankRuntime& r : job.ranks) view.placement.push_back(r.view);
-  } else {
-    for (const auto& [rank, r] : job.reattached) view.placement.push_back(r);
-  }
-  view.latest_checkpoint_step = job.latest_checkpoint_step;
-  view.start_time_ms = job.start_time_ms;
-  view.end_time_ms = job.end_time_ms;
-  view.last_event_seq = LastEventSeq(job);
-  return view;
+void Coordinator::OnJobStateChanged(JobState from, JobState to) {
+  --state_counts_[from];
+  ++state_counts_[to];
+  UpdateGauges();
 }
+
+void Coordinator::OnJobFeed(const std::string& job_id) {
+  if (feed_listener_) feed_listener_(job_id);
+}
+
+void Coordinator::OnScheduleChanged() { schedule_dirty_ = true; }
 
 void Coordinator::UpdateGauges() {
   if (metrics_ == nullptr) return;
@@ -433,15 +358,10 @@ void Coordinator::UpdateGauges() {
   for (JobState s : AllJobStates()) jobs[s] = 0;
   for (const auto& [state, n] : state_counts_) jobs[state] = n;
   metrics_->SetJobsByState(jobs);
-  std::map<WorkerState, int64_t> workers = {
-      {WorkerState::kReady, 0}, {WorkerState::kDraining, 0}, {WorkerState::kLost, 0}};
   // The scheduler's worker states follow the sessions (lost; session open and not shutting
   // down: ready; else draining), so they are counted here without copying its worker list every
   // tick.
-  for (const auto& [id, w] : workers_) {
-    ++workers[StateOf(w)];
-  }
-  metrics_->SetWorkersByState(workers);
+  metrics_->SetWorkersByState(workers_.CountByState());
   metrics_->SetJobsPending(pending_counts_);
 }
 

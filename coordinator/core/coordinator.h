@@ -2,12 +2,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,12 +18,16 @@
 #include "absl/time/time.h"
 #include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/coordinator_types.h"
-#include "coordinator/core/job_spec.h"
-#include "coordinator/rendezvous/rendezvous_store.h"
 #include "coordinator/scheduler/fair_share.h"
 #include "coordinator/scheduler/gang_scheduler.h"
+#include "coordinator/core/job_run.h"
+#include "coordinator/core/job_spec.h"
 #include "coordinator/store/job_store.h"
+#include "coordinator/core/limit_checks.h"
+#include "coordinator/core/log_reads.h"
+#include "coordinator/rendezvous/rendezvous_store.h"
 #include "coordinator/store/worker_epoch_store.h"
+#include "coordinator/core/worker_registry.h"
 
 namespace deepnet::coordinator {
 
@@ -75,17 +77,6 @@ struct CoordinatorOptions {
   std::function<bool(const std::string& user)> is_admin;
 };
 
-struct SubmitRequestData {
-  std::string owner;
-  std::string idempotency_key;
-  std::string config_yaml;
-  JobSpecInfo spec;  // ParseSpec(config_yaml)
-  // The submitter's role and teams (Principal), for the fair-sharing limits: an admin is limited
-  // only by their own users: entry and may charge any team; others only their teams.
-  bool admin = false;
-  std::vector<std::string> teams = {};
-};
-
 struct SubmitResultData {
   JobView job;
   bool created = false;
@@ -112,7 +103,7 @@ struct EventBatch {
 };
 
 struct PointBatch {
-  std::vector<MetricSample> points;
+  std::vector<MetricPoint> points;
   // Position after the last point returned (pass back as `cursor`).
   int64_t next_cursor = 0;
   bool terminal = false;
@@ -120,13 +111,28 @@ struct PointBatch {
 
 // The coordinator's core: jobs (durable in a JobStore), workers and their sessions, the gang
 // scheduler and the control loop that drives every job through its states (docs/ARCHITECTURE.md
-// "Coordinator"). gRPC services translate protos to the plain calls below.
+// "Coordinator"). gRPC services translate protos to the plain calls below. Coordinator is the
+// facade: it wires a few objects with narrow contexts and runs the control loop.
+//   JobRun         (job_run.h)          one job: its record and spec once, its attempt, its
+//                                       transitions (Move, BeginStop, FinishStop, ...); reaches
+//                                       the store, scheduler, rendezvous, metrics and workers
+//                                       through a JobRunContext only.
+//   WorkerRegistry (worker_registry.h)  workers, epochs, sessions, leases, pending cancels; sends
+//                                       commands to workers (WorkerCommands).
+//   LogReads       (log_reads.h)        trainer log reads waiting for their worker's answer.
+//   LimitChecks    (limit_checks.h)     the fair-sharing limits at submission and rank caps.
 //
-// Thread-safe: one mutex guards all state; store writes happen under it (a job's transitions
-// are serialised with everything else). Blocking calls (WaitEvents, WaitPoints) wait on that
-// mutex's condition without holding it. Commands to workers go through WorkerCommandSinks that
-// only queue. The control loop runs on its own thread between Start() and Shutdown().
-class Coordinator {
+// Threading: one mutex (mu_) guards everything above: the coordinator's fields and every
+// JobRun, the WorkerRegistry, LogReads, LimitChecks and the GangScheduler it owns. Those
+// classes are not thread-safe and are only ever called by the Coordinator with mu_ held (their
+// collaborators too: JobRunContext, WorkerCommands, JobRunObserver); none of them takes a lock
+// or calls back into the Coordinator's public API. Store writes happen under mu_ (a job's
+// transitions are serialised with everything else). Blocking calls (WaitEvents, WaitPoints,
+// ReadLog) wait on mu_'s condition without holding it. Commands to workers go through
+// WorkerCommandSinks that only queue, and the feed listener only queues. The control loop runs
+// on its own thread between Start() and Shutdown(); every public method may be called from any
+// thread.
+class Coordinator : private JobRunObserver {
  public:
   // Loads every job from `store` and prepares to reattach to the running ones. The pointers
   // must outlive the coordinator; `metrics` may be null.
@@ -232,7 +238,7 @@ class Coordinator {
   [[nodiscard]] absl::Status OnDraining(const std::string& worker_id, int64_t epoch,
                                         const std::string& reason, std::chrono::milliseconds grace);
   [[nodiscard]] absl::Status OnMetrics(const std::string& worker_id, int64_t epoch,
-                                       const MetricReportData& report);
+                                       const MetricReport& report);
   // The worker refused an assignment (spawn failure, unknown slot, ...).
   [[nodiscard]] absl::Status OnAssignmentRefused(const std::string& worker_id, int64_t epoch,
                                                  const std::string& job_id, int attempt,
@@ -243,80 +249,9 @@ class Coordinator {
 
   const CoordinatorOptions& options() const { return options_; }
 
+
  private:
   using Clock = std::chrono::steady_clock;
-  enum class AfterStop { kRestart, kCancel, kFail };
-
-  struct RankRuntime {
-    RankView view;
-    TaskPhase phase = TaskPhase::kStarting;
-    bool exited = false;
-    bool clean_exit = false;  // exited with code 0
-  };
-
-  struct JobRuntime {
-    JobRecord record;
-    JobSpecInfo spec;
-    std::vector<RankRuntime> ranks;  // current attempt, [rank]; empty when none runs
-    bool placed = false;             // holds scheduler slots
-    bool queued = false;             // in the scheduler queue
-    Clock::time_point state_since;
-    Clock::time_point last_progress;
-    bool stopping = false;
-    AfterStop after_stop = AfterStop::kRestart;
-    std::string stop_message;
-    Clock::time_point stop_deadline;
-    // Why a queued job waits, recomputed by every scheduling pass; kept in memory only (a
-    // restarted coordinator recomputes it), so queueing costs no second store write. The code
-    // is unset until the first pass after the job was queued.
-    std::string pending_reason;
-    std::optional<PendingCode> pending_code;
-    bool reattaching = false;  // after a coordinator restart, waiting for its ranks
-    Clock::time_point reattach_deadline;
-    std::map<int, RankView> reattached;
-    std::map<int, TaskPhase> reattached_phase;
-    // Ranks that exited while the coordinator was away: rank -> (worker, exited with 0).
-    std::map<int, std::pair<std::string, bool>> reattach_exits;
-    int64_t attempt_max_step = 0;  // highest step reported by the current attempt
-    // The checkpoint step a restart announced (what `latest` names in checkpoint.dir, the one the
-    // new attempt loads first) and the step the current attempt reports it resumed from.
-    std::optional<int64_t> announced_resume_step;
-    std::optional<int64_t> resumed_step;
-    Clock::time_point progress_written;  // when the step was last written to the store
-    std::deque<MetricSample> points;
-    int64_t points_base = 0;  // absolute index of points.front()
-    int64_t latest_checkpoint_step = 0;
-    std::map<int64_t, int> checkpoint_attempts;
-    int64_t start_time_ms = 0;
-    int64_t end_time_ms = 0;
-    // Every event of the job, decoded (WatchJob serves these; the store is read once per
-    // new event), and the decoder's attempt count.
-    std::vector<JobEventView> events;
-    int decoded_attempt = 0;
-    bool ever_started = false;  // observed queue wait
-    bool ever_running = false;  // observed time to running
-  };
-
-  struct WorkerRuntime {
-    std::string id;
-    int64_t epoch = 0;
-    HostFacts host;
-    std::vector<SlotFacts> slots;
-    std::shared_ptr<WorkerCommandSink> sink;
-    Clock::time_point last_heard;
-    bool lost = false;
-    // Shutting down (WorkerDraining, or registered with draining): DRAINING until it is lost
-    // or registers again without it; nothing is placed on it, nothing cancelled there.
-    bool draining = false;
-    std::chrono::milliseconds drain_grace{0};  // Its trainers' grace period when draining.
-    int missed_reported = 0;
-    std::vector<CancellationCommand> pending_cancels;
-  };
-  static WorkerState StateOf(const WorkerRuntime& w) {
-    return w.lost                  ? WorkerState::kLost
-           : w.sink && !w.draining ? WorkerState::kReady
-                                   : WorkerState::kDraining;
-  }
 
   Coordinator(const CoordinatorOptions& options, JobStore* store, WorkerEpochStore* epochs,
               RendezvousStore* rendezvous, CoordinatorMetrics* metrics,
@@ -326,122 +261,56 @@ class Coordinator {
   void ControlLoop();
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Job lifecycle (coordinator_jobs.cc).
-  absl::Status Move(JobRuntime& job, JobState to, const std::string& reason,
-                    std::optional<RecoveryCause> cause = std::nullopt)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddEvent(JobRuntime& job, JobEventView event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Appends the job's stored events newer than job.events (after a transition wrote one).
-  void SyncEvents(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static int64_t LastEventSeq(const JobRuntime& job) {
-    return job.events.empty() ? 0 : job.events.back().sequence;
-  }
-  void Enqueue(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sets the owner's name, teams and trainer account (options().accounts) on `command`.
-  void FillOwner(const std::string& owner, AssignmentCommand* command) const;
-  void StartAttempt(JobRuntime& job, const Placement& placement)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailRanks(JobRuntime& job, RecoveryCause cause, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void BeginStop(JobRuntime& job, AfterStop after, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A stopping job's ranks on a draining worker are stopped by that worker with its own grace
-  // period, which may be longer than the usual stop: pushes the job's stop deadline past it.
-  void AllowForDrainingWorkers(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeFinishStop(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishStop(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckAllRunning(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The step a restart of the job resumes from: the checkpoint its folder's `latest` names (else
-  // the newest complete one; the trainer's rule), the newest reported one when the folder cannot
-  // be read, nullopt without checkpoints. Reads the folder's listing.
-  std::optional<int64_t> ResumeStepOf(const JobRuntime& job) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "; resumed from checkpoint step N" once the current attempt said, "" before.
-  static std::string ResumeNote(const JobRuntime& job);
+  // JobRunObserver (called by JobRuns, with mu_ held).
+  void OnJobStateChanged(JobState from, JobState to) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnJobFeed(const std::string& job_id) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnScheduleChanged() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Jobs and the scheduler (coordinator_jobs.cc).
   void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets every queued job's pending reason and code, and pending_counts_, from the scheduler.
   void RefreshPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckJobTimers(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Fair sharing (coordinator_limits.cc).
-  absl::Status CheckLimitsLocked(const SubmitRequestData& request) const
+  // What every assignment of a job of `owner` carries: the owner's name, teams and trainer
+  // account (options().accounts) and the rendezvous address.
+  AssignmentCommand AssignmentBase(const std::string& owner) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Submit's checks: CheckLimitsLocked and max_queued_jobs, both skipped for a replay.
-  absl::Status CheckSubmitLimits(const SubmitRequestData& request) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ShareLimits UserLimits(const std::string& user, bool admin) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gives the scheduler the rank caps of the owners and teams of queued jobs, with the ranks
-  // their placed and reattaching jobs hold (from jobs_, which mirrors the store).
   void UpdateRankCaps() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  JobView ViewOf(const JobRuntime& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  JobRuntime* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const JobRuntime* FindJob(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobRun* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const JobRun* FindJob(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Workers (coordinator_workers.cc).
-  absl::StatusOr<WorkerRuntime*> CheckEpoch(const std::string& worker_id, int64_t epoch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendCancel(const std::string& worker_id, const CancellationCommand& command)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LoseWorker(WorkerRuntime& worker, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleLostRanks(const std::vector<LostRanks>& lost, const std::string& worker_id,
                        const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Matches a worker's task list against the jobs: re-adopts ranks after a coordinator
-  // restart, updates rank phases, cancels tasks of dead attempts; when `registering`, ranks
-  // placed on the worker but not listed are lost.
-  void ReconcileTasks(WorkerRuntime& worker, const std::vector<TaskReport>& tasks, bool registering)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Once every rank of a reattaching job is accounted for (running or exited), re-adopts the
-  // running ones and acts on the exits.
-  void MaybeCompleteReattach(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckLeases(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkRankExited(JobRuntime& job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A worker other than `reporter` holding a live rank of the job's attempt whose session is
-  // gone (or that is lost): a rank failing then most likely failed on that worker's loss.
-  std::optional<std::string> UnreachableWorkerOf(const JobRuntime& job,
-                                                 const std::string& reporter) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the job's latest step to the store.
-  void PersistStep(JobRuntime& job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A divergence-guard point of a metric report (MetricSample::guard_event): event and metrics.
-  void OnGuardEvent(JobRuntime& job, const MetricSample& point) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker was lost: its ranks, and ranks found there after a restart, are gone.
+  void OnWorkerLost(const std::string& worker_id, const std::vector<LostRanks>& lost,
+                    const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Matches a worker's task list against the jobs (coordinator_tasks.cc): re-adopts ranks after
+  // a coordinator restart, updates rank phases, cancels tasks of dead attempts; when
+  // `registering`, ranks placed on the worker but not listed are lost.
+  void ReconcileTasks(const std::string& worker_id, const std::vector<TaskReport>& tasks,
+                      bool registering) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   JobStore* const store_;
-  WorkerEpochStore* const epochs_;
   RendezvousStore* const rendezvous_;
   CoordinatorMetrics* const metrics_;
 
   mutable absl::Mutex mu_;
-  std::unique_ptr<GangScheduler> scheduler_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, JobRuntime> jobs_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, WorkerRuntime> workers_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<GangScheduler> scheduler_ ABSL_GUARDED_BY(mu_);
+  WorkerRegistry workers_ ABSL_GUARDED_BY(mu_);
+  LogReads log_reads_ ABSL_GUARDED_BY(mu_);
+  LimitChecks limits_ ABSL_GUARDED_BY(mu_);
+  // What every JobRun reaches (the store, scheduler, rendezvous, metrics, workers_ and this).
+  const JobRunContext job_context_;
+  std::map<std::string, JobRun> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<JobState, int64_t> state_counts_ ABSL_GUARDED_BY(mu_);
   // Queued jobs by pending code as of the last scheduling pass (the deepnet_jobs_pending gauge).
   std::map<PendingCode, int64_t> pending_counts_ ABSL_GUARDED_BY(mu_);
   bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;
-  std::optional<LimitsConfig> limits_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void(const std::string&)> feed_listener_ ABSL_GUARDED_BY(mu_);
-  void NotifyFeed(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (feed_listener_) feed_listener_(job_id);
-  }
   std::string rendezvous_address_ ABSL_GUARDED_BY(mu_);
-  // Log reads waiting for their worker's LogChunk, by request id.
-  struct PendingLogRead {
-    std::string worker_id;
-    // The session the request went out on: once the worker no longer has it (session ended or
-    // replaced, re-registered, lost) no answer can come, and the read ends at once.
-    std::weak_ptr<WorkerCommandSink> sink;
-    LogRequestCommand request;  // what was asked, to check the answer against
-    bool done = false;
-    absl::StatusOr<LogChunkReport> result;
-  };
-  std::map<int64_t, PendingLogRead> log_reads_ ABSL_GUARDED_BY(mu_);
-  // Whether the worker still has the session `read` went out on (an answer can still come).
-  bool SessionCarries(const PendingLogRead& read) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int64_t last_log_request_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread loop_;
 };
 

@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/core/job_spec.h"
 #include "coordinator/scheduler/gang_types.h"
+#include "coordinator/core/job_spec.h"
 #include "coordinator/store/job_state.h"
 #include "coordinator/store/job_store.h"
+#include "job/stop_exit.h"
 
 namespace deepnet::coordinator {
 
@@ -78,8 +79,9 @@ struct RegistrationResult {
   std::vector<CancellationCommand> stale_tasks;
 };
 
-// What a trainer that was asked to stop left behind (deepnet.v1.StopCheckpoint).
-enum class StopCheckpoint { kUnspecified, kSaved, kNotNeeded, kNotSaved };
+// What a trainer that was asked to stop left behind (one definition for the worker and the
+// coordinator: job/stop_exit.h).
+using job::StopCheckpoint;
 
 struct TrainerExitReport {
   std::string job_id;
@@ -104,7 +106,7 @@ struct LayerSummaryValues {
 };
 
 // One training progress point (deepnet.v1.MetricPoint without the proto).
-struct MetricSample {
+struct MetricPoint {
   int64_t step = 0;
   double loss = 0;
   double nll = 0;
@@ -140,11 +142,11 @@ struct MetricSample {
   std::string guard_message;
 };
 
-struct MetricReportData {
+struct MetricReport {
   std::string job_id;
   int attempt = 0;
   int rank = 0;
-  std::vector<MetricSample> points;
+  std::vector<MetricPoint> points;
   std::vector<int64_t> checkpoint_steps;
 };
 
@@ -211,6 +213,19 @@ class WorkerCommandSink {
   }
   // Ends the session (the worker registered again, or the coordinator shuts down).
   virtual void Close(const absl::Status& status) = 0;
+};
+
+// --- JobService -> coordinator. ---
+
+struct SubmitRequestData {
+  std::string owner;
+  std::string idempotency_key;
+  std::string config_yaml;
+  JobSpecInfo spec;  // ParseSpec(config_yaml)
+  // The submitter's role and teams (Principal), for the fair-sharing limits: an admin is limited
+  // only by their own users: entry and may charge any team; others only their teams.
+  bool admin = false;
+  std::vector<std::string> teams = {};
 };
 
 // --- Views served by the JobService. ---

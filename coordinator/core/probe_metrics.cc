@@ -38,7 +38,7 @@ struct ProbeGauges::Impl {
   std::map<std::string, std::map<std::pair<Family*, std::string>, prometheus::Gauge*>> series_;
 };
 
-void SetProbeAndDiagnostics(const std::vector<MetricSample>& points, TrainingSample* sample) {
+void SetProbeAndDiagnostics(const std::vector<MetricPoint>& points, TrainingSample* sample) {
   for (auto it = points.rbegin(); it != points.rend(); ++it) {
     if (!sample->probe && it->probe_step > 0) {
       sample->probe =

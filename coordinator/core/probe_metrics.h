@@ -18,7 +18,7 @@ namespace deepnet::coordinator {
 
 /// The latest probe (probe_step > 0) and diagnostics (diagnostics_step > 0) among a report's
 /// points into `sample` (left unset when the report has none).
-void SetProbeAndDiagnostics(const std::vector<MetricSample>& points, TrainingSample* sample);
+void SetProbeAndDiagnostics(const std::vector<MetricPoint>& points, TrainingSample* sample);
 
 /// Gauges of one registry. Not thread-safe: CoordinatorMetrics calls it under its lock.
 class ProbeGauges {

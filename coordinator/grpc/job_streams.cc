@@ -203,7 +203,7 @@ class MetricsStream : public FeedStream {
       return Next::kFinish;
     }
     v1::StreamMetricsResponse message;
-    for (const MetricSample& point : batch->points) *message.add_points() = ToProto(point);
+    for (const MetricPoint& point : batch->points) *message.add_points() = ToProto(point);
     cursor_ = batch->next_cursor;
     rpc::SerializeResponse(message, out);
     return Next::kWrite;

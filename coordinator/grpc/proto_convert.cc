@@ -240,7 +240,7 @@ LayerSummaryValues FromProto(const v1::LayerSummary& s) {
   return {s.min(), s.max(), s.mean(), s.p50(), s.p90()};
 }
 
-v1::MetricPoint ToProto(const MetricSample& p) {
+v1::MetricPoint ToProto(const MetricPoint& p) {
   v1::MetricPoint out;
   out.set_step(p.step);
   out.set_loss(p.loss);
@@ -286,8 +286,8 @@ v1::Checkpoint ToProto(const CheckpointView& c) {
   return out;
 }
 
-MetricSample FromProto(const v1::MetricPoint& p) {
-  MetricSample out;
+MetricPoint FromProto(const v1::MetricPoint& p) {
+  MetricPoint out;
   out.step = p.step();
   out.loss = p.loss();
   out.nll = p.nll();
@@ -381,8 +381,8 @@ TrainerExitReport FromProto(const v1::TrainerExit& e) {
   return out;
 }
 
-MetricReportData FromProto(const v1::MetricReport& r) {
-  MetricReportData out;
+MetricReport FromProto(const v1::MetricReport& r) {
+  MetricReport out;
   out.job_id = r.job_id();
   out.attempt = r.attempt();
   out.rank = r.rank();

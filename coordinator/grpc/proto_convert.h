@@ -17,7 +17,7 @@ v1::WorkerState ToProto(WorkerState state);
 
 v1::Job ToProto(const JobView& job);
 v1::JobEvent ToProto(const JobEventView& event);
-v1::MetricPoint ToProto(const MetricSample& point);
+v1::MetricPoint ToProto(const MetricPoint& point);
 v1::LayerSummary ToProto(const LayerSummaryValues& summary);
 v1::Checkpoint ToProto(const CheckpointView& checkpoint);
 // SlotStatus.task is set where the view's slot has a task (clear it first to hide the job).
@@ -25,12 +25,12 @@ v1::Worker ToProto(const WorkerView& worker);
 // The parsed spec fields of JobSpec (config_yaml left to the caller).
 void FillSpec(const JobSpecInfo& spec, v1::JobSpec* out);
 
-MetricSample FromProto(const v1::MetricPoint& point);
+MetricPoint FromProto(const v1::MetricPoint& point);
 LayerSummaryValues FromProto(const v1::LayerSummary& summary);
 TaskReport FromProto(const v1::TaskStatus& task);
 Registration FromProto(const v1::RegisterWorkerRequest& request);
 TrainerExitReport FromProto(const v1::TrainerExit& exit);
-MetricReportData FromProto(const v1::MetricReport& report);
+MetricReport FromProto(const v1::MetricReport& report);
 
 v1::Assignment ToProto(const AssignmentCommand& command);
 v1::Cancellation ToProto(const CancellationCommand& command);

@@ -30,6 +30,8 @@ struct JobRecord {
   // Pipeline stages (P) and data-parallel replicas (D); the job has P x D ranks. Both >= 1.
   int32_t pipeline_stages = 1;
   int32_t data_parallel = 1;
+  // P x D: the job's ranks (one trainer process each), computed 64-bit wide.
+  int64_t world_size() const { return int64_t{pipeline_stages} * data_parallel; }
   // store: kQueued after Create; changed only through Transition().
   JobState state = JobState::kQueued;
   // Why the job is in its state (for QUEUED: why it is pending); set by Transition/SetReason.

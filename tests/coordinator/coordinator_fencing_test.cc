@@ -185,7 +185,7 @@ TEST_F(CoordinatorFencingTest, RestartAnnouncesTheStepTheNewAttemptLoadsAndHears
   const std::string id = Submit(absl::StrCat(JobYaml(1, 1, ""), "checkpoint: {dir: ", dir, "}\n"));
   coordinator_->Tick();
   Running(a);
-  MetricReportData report;
+  MetricReport report;
   report.job_id = id;
   report.attempt = 1;
   report.checkpoint_steps = {10, 20};

@@ -16,9 +16,9 @@ using ::testing::HasSubstr;
 using testing::JobYaml;
 using testing::Worker;
 
-MetricSample GuardPoint(int64_t step, const std::string& event, const std::string& trigger,
+MetricPoint GuardPoint(int64_t step, const std::string& event, const std::string& trigger,
                         int64_t to_step, int retries, const std::string& message) {
-  MetricSample p;
+  MetricPoint p;
   p.step = step;
   p.guard_event = event;
   p.guard_trigger = trigger;
@@ -36,7 +36,7 @@ TEST_F(CoordinatorTest, GuardEventsBecomeJobEventsAndAnExhaustedGuardFailsWithou
   const std::string id = Submit(JobYaml(1, 1, "{max_restarts: 5}"));
   coordinator_->Tick();
   Running(a);
-  MetricReportData report{id, 1, 0, {}, {}};
+  MetricReport report{id, 1, 0, {}, {}};
   report.points.push_back({7, 2.5});
   report.points.push_back(GuardPoint(8, "rollback", "nonfinite_loss", 6, 1,
                                      "step 8: loss is nan; rolled back to step 6"));
@@ -52,7 +52,7 @@ TEST_F(CoordinatorTest, GuardEventsBecomeJobEventsAndAnExhaustedGuardFailsWithou
   EXPECT_THAT(text, HasSubstr("deepnet_job_plateau{job=\"" + id + "\"} 1"));
 
   // Retries run out: the trainer reports the guard's failure and exits with code 78.
-  MetricReportData last{id, 1, 0, {}, {}};
+  MetricReport last{id, 1, 0, {}, {}};
   last.points.push_back(GuardPoint(8, "fail", "nonfinite_loss", 0, 3,
                                    "guard: step 8: loss is nan; retries exhausted"));
   ASSERT_TRUE(coordinator_->OnMetrics("a", a.epoch, last).ok());

@@ -42,7 +42,7 @@ TEST_F(CoordinatorTest, GangRunsToSuccessAndFreesItsSlots) {
   EXPECT_EQ(State(id), JobState::kStarting);
   Running(b);
   EXPECT_EQ(State(id), JobState::kRunning);
-  MetricReportData report{id, 1, 0, {}, {5}};
+  MetricReport report{id, 1, 0, {}, {5}};
   report.points.push_back({5, 2.5, 2.4, 1e-3, 0.7, 1000, 0.01, 0, 0, 0});
   ASSERT_TRUE(coordinator_->OnMetrics("a", a.epoch, report).ok());
   EXPECT_EQ(coordinator_->GetJob(id)->record.last_step, 5);
@@ -266,7 +266,7 @@ TEST_F(CoordinatorTest, MetricPointsReplayFromAStepThenStreamLive) {
   const std::string id = Submit(JobYaml(1, 1, ""));
   coordinator_->Tick();
   Running(a);
-  MetricReportData report{id, 1, 0, {}, {}};
+  MetricReport report{id, 1, 0, {}, {}};
   for (int step = 1; step <= 5; ++step) report.points.push_back({step, 3.0 - step * 0.1});
   ASSERT_TRUE(coordinator_->OnMetrics("a", a.epoch, report).ok());
   int64_t cursor = *coordinator_->PointCursor(id, 3, false);
@@ -277,7 +277,7 @@ TEST_F(CoordinatorTest, MetricPointsReplayFromAStepThenStreamLive) {
   const int64_t live = *coordinator_->PointCursor(id, 0, true);
   std::thread reporter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    MetricReportData more{id, 1, 0, {{6, 2.0}}, {}};
+    MetricReport more{id, 1, 0, {{6, 2.0}}, {}};
     EXPECT_TRUE(coordinator_->OnMetrics("a", a.epoch, more).ok());
   });
   batch = *coordinator_->WaitPoints(id, live, absl::Seconds(30));

@@ -321,7 +321,7 @@ TEST_F(JobStreamsTest, NewPointsAndTheJobsEndWakeAMetricsStream) {
   request.set_live_only(true);
   auto reader = stub_->StreamMetrics(&context, request);
   ASSERT_TRUE(Eventually([&] { return service_->open_streams() == 1; }));
-  MetricReportData report{id, 1, 0, {}, {}};
+  MetricReport report{id, 1, 0, {}, {}};
   report.points.push_back({7, 2.5, 2.4, 1e-3, 0.7, 1000, 0.01, 0, 0, 0});
   ASSERT_TRUE(coordinator_->OnMetrics("a", a.epoch, report).ok());
   v1::StreamMetricsResponse response;

@@ -17,15 +17,15 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-MetricSample Point(int64_t step) {
-  MetricSample p;
+MetricPoint Point(int64_t step) {
+  MetricPoint p;
   p.step = step;
   p.loss = 2.0;
   return p;
 }
 
-MetricSample ProbedPoint(int64_t step) {
-  MetricSample p = Point(step);
+MetricPoint ProbedPoint(int64_t step) {
+  MetricPoint p = Point(step);
   p.probe_step = step - 1;
   p.probe_update_norm = 0.5;
   p.f0_norm = 4.0;
@@ -79,7 +79,7 @@ TEST(ProbeMetricsTest, ExportsSummariesOverLayersAndKeepsTheLastValues) {
 }
 
 TEST(ProbeMetricsTest, TheLatestProbeOfAReportWins) {
-  MetricSample a = ProbedPoint(5), b = ProbedPoint(9);
+  MetricPoint a = ProbedPoint(5), b = ProbedPoint(9);
   b.update_norm_relative = 0.5;
   TrainingSample sample;
   SetProbeAndDiagnostics({a, b, Point(10)}, &sample);
@@ -90,11 +90,11 @@ TEST(ProbeMetricsTest, TheLatestProbeOfAReportWins) {
 }
 
 TEST(ProbeMetricsTest, MetricPointRoundTripsProbeAndDiagnostics) {
-  const MetricSample p = ProbedPoint(10);
+  const MetricPoint p = ProbedPoint(10);
   const v1::MetricPoint proto = ToProto(p);
   EXPECT_EQ(proto.probe_step(), 9);
   EXPECT_EQ(proto.ln_input_norm().p90(), 8.0);
-  const MetricSample back = FromProto(proto);
+  const MetricPoint back = FromProto(proto);
   EXPECT_EQ(back.probe_step, 9);
   EXPECT_EQ(back.probe_update_norm, 0.5);
   EXPECT_EQ(back.f0_norm, 4.0);
@@ -109,7 +109,7 @@ TEST(ProbeMetricsTest, MetricPointRoundTripsProbeAndDiagnostics) {
   EXPECT_EQ(back.ln_input_norm.p50, 3.5);
   EXPECT_EQ(back.layer_grad_norm.p90, 0.15);
   // A point without them stays without.
-  const MetricSample none = FromProto(ToProto(Point(3)));
+  const MetricPoint none = FromProto(ToProto(Point(3)));
   EXPECT_EQ(none.probe_step, 0);
   EXPECT_EQ(none.diagnostics_step, 0);
 }

@@ -1,13 +1,12 @@
-// Coordinator: fair sharing. Admission checks against the limits file (priority, gang size,
-// queued jobs) and the rank caps the gang scheduler applies to queued jobs. Every count comes
-// from jobs_, which is loaded from the job store at start, so limits hold across restarts.
+// LimitChecks: admission checks against the limits file and the scheduler's rank caps.
+#include "coordinator/core/limit_checks.h"
+
 #include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/auth/auth.h"
-#include "coordinator/core/coordinator.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -24,16 +23,15 @@ std::string Where(const LimitsConfig& config, const Limit& limit) {
 
 }  // namespace
 
-ShareLimits Coordinator::UserLimits(const std::string& user, bool admin) const {
+LimitChecks::LimitChecks(std::optional<LimitsConfig> limits,
+                         std::function<bool(const std::string& user)> is_admin)
+    : limits_(std::move(limits)), is_admin_(std::move(is_admin)) {}
+
+ShareLimits LimitChecks::UserLimits(const std::string& user, bool admin) const {
   return limits_.has_value() ? limits_->ForUser(user, admin) : ShareLimits();
 }
 
-absl::Status Coordinator::CheckLimits(const SubmitRequestData& request) const {
-  absl::MutexLock lock(&mu_);
-  return CheckLimitsLocked(request);
-}
-
-absl::Status Coordinator::CheckLimitsLocked(const SubmitRequestData& request) const {
+absl::Status LimitChecks::Check(const SubmitRequestData& request) const {
   const std::string& team = request.spec.team;
   if (!team.empty() && !IsValidPrincipalName(team)) {
     return absl::InvalidArgumentError(
@@ -75,17 +73,18 @@ absl::Status Coordinator::CheckLimitsLocked(const SubmitRequestData& request) co
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::CheckSubmitLimits(const SubmitRequestData& request) const {
+absl::Status LimitChecks::CheckSubmit(const SubmitRequestData& request,
+                                      const std::map<std::string, JobRun>& jobs) const {
   if (!request.idempotency_key.empty()) {
-    for (const auto& [id, job] : jobs_) {
+    for (const auto& [id, job] : jobs) {
       // A retry of a stored submission answers with that job whatever the limits say now.
-      if (job.record.owner == request.owner &&
-          job.record.idempotency_key == request.idempotency_key) {
+      if (job.record().owner == request.owner &&
+          job.record().idempotency_key == request.idempotency_key) {
         return absl::OkStatus();
       }
     }
   }
-  if (absl::Status s = CheckLimitsLocked(request); !s.ok()) return s;
+  if (absl::Status s = Check(request); !s.ok()) return s;
   if (!limits_.has_value()) return absl::OkStatus();
   const ShareLimits user = UserLimits(request.owner, request.admin);
   const std::string& team = request.spec.team;
@@ -93,10 +92,10 @@ absl::Status Coordinator::CheckSubmitLimits(const SubmitRequestData& request) co
   if (!user.max_queued_jobs && !team_limits.max_queued_jobs) return absl::OkStatus();
   int64_t user_queued = 0;
   int64_t team_queued = 0;
-  for (const auto& [id, job] : jobs_) {
-    if (!job.queued) continue;
-    if (job.record.owner == request.owner) ++user_queued;
-    if (!team.empty() && job.spec.team == team) ++team_queued;
+  for (const auto& [id, job] : jobs) {
+    if (!job.queued()) continue;
+    if (job.record().owner == request.owner) ++user_queued;
+    if (!team.empty() && job.settings().team == team) ++team_queued;
   }
   const std::pair<const std::optional<Limit>*, int64_t> checks[] = {
       {&user.max_queued_jobs, user_queued}, {&team_limits.max_queued_jobs, team_queued}};
@@ -112,29 +111,23 @@ absl::Status Coordinator::CheckSubmitLimits(const SubmitRequestData& request) co
   return absl::OkStatus();
 }
 
-void Coordinator::SetLimits(std::optional<LimitsConfig> limits) {
-  absl::MutexLock lock(&mu_);
-  limits_ = std::move(limits);
-  schedule_dirty_ = true;
-}
-
-void Coordinator::UpdateRankCaps() {
+RankCaps LimitChecks::CapsFor(const std::map<std::string, JobRun>& jobs) const {
   RankCaps caps;
   if (limits_.has_value()) {
     std::set<std::string> users_seen;
     std::set<std::string> teams_seen;
-    for (const auto& [id, job] : jobs_) {
-      if (!job.queued) continue;
-      const std::string& owner = job.record.owner;
+    for (const auto& [id, job] : jobs) {
+      if (!job.queued()) continue;
+      const std::string& owner = job.record().owner;
       if (users_seen.insert(owner).second) {
-        const bool admin = options_.is_admin && options_.is_admin(owner);
+        const bool admin = is_admin_ && is_admin_(owner);
         const ShareLimits limits = UserLimits(owner, admin);
         if (limits.max_running_ranks) {
           caps.users[owner] = {limits.max_running_ranks->value, 0,
                                limits.max_running_ranks->origin};
         }
       }
-      const std::string& team = job.spec.team;
+      const std::string& team = job.settings().team;
       if (!team.empty() && teams_seen.insert(team).second) {
         const ShareLimits limits = limits_->ForTeam(team);
         if (limits.max_running_ranks) {
@@ -143,17 +136,18 @@ void Coordinator::UpdateRankCaps() {
       }
     }
     if (!caps.users.empty() || !caps.teams.empty()) {
-      for (const auto& [id, job] : jobs_) {
-        if (!job.placed && !job.reattaching) continue;
-        const int64_t ranks = int64_t{job.record.pipeline_stages} * job.record.data_parallel;
-        auto user = caps.users.find(job.record.owner);
+      for (const auto& [id, job] : jobs) {
+        if (!job.placed() && !job.reattaching()) continue;
+        const int64_t ranks = job.record().world_size();
+        auto user = caps.users.find(job.record().owner);
         if (user != caps.users.end()) user->second.held += ranks;
-        auto team = job.spec.team.empty() ? caps.teams.end() : caps.teams.find(job.spec.team);
+        const std::string& job_team = job.settings().team;
+        auto team = job_team.empty() ? caps.teams.end() : caps.teams.find(job_team);
         if (team != caps.teams.end()) team->second.held += ranks;
       }
     }
   }
-  scheduler_->SetRankCaps(std::move(caps));
+  return caps;
 }
 
 }  // namespace deepnet::coordinator
