@@ -104,15 +104,6 @@ constexpr NamedEvent kEventNames[] = {
     {ProgressEvent::kPlateau, "plateau"},
 };
 
-struct NamedGuardAction {
-  GuardAction action;
-  const char* name;
-};
-constexpr NamedGuardAction kGuardActionNames[] = {
-    {GuardAction::kRollback, "rollback"},
-    {GuardAction::kFail, "fail"},
-};
-
 // std::visit over one lambda per alternative.
 template <class... Ts>
 struct Overloaded : Ts... {
@@ -449,10 +440,9 @@ std::optional<ProgressLine> ParseGuard(const Json& j) {
   GuardLine out;
   out.step = *step;
   const std::string action = String(j, key::kAction);
-  const auto* named = std::find_if(std::begin(kGuardActionNames), std::end(kGuardActionNames),
-                                   [&](const NamedGuardAction& a) { return action == a.name; });
-  if (named == std::end(kGuardActionNames)) return std::nullopt;
-  out.action = named->action;
+  const std::optional<GuardAction> named = ParseChoice<GuardAction>(action);
+  if (!named) return std::nullopt;
+  out.action = *named;
   constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
   out.trigger = String(j, key::kTrigger);
   out.value = Number(j, key::kValue).value_or(kNone);
@@ -500,7 +490,7 @@ std::optional<ProgressEvent> ProgressEventNamed(std::string_view name) {
 }
 
 std::string_view GuardActionName(GuardAction action) {
-  for (const auto& [value, name] : kGuardActionNames) {
+  for (const auto& [value, name] : ChoicesOf(action).names) {
     if (value == action) return name;
   }
   return "";

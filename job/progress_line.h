@@ -18,6 +18,8 @@
 #include <variant>
 #include <vector>
 
+#include "job/job_choices.h"
+
 namespace deepnet::job {
 
 // The "event" of a line.
@@ -162,8 +164,8 @@ struct MessageLine {
   std::string message;
 };
 
-// What the divergence guard did (train/trainer_guard.cc).
-enum class GuardAction { kRollback, kFail };
+// What the divergence guard did (train/trainer_guard.cc): the job's guard.action choice
+// (job/job_choices.h), so a guard line's "action" key holds the name a job file uses.
 // "rollback" or "fail", the value of a guard line's "action" key.
 std::string_view GuardActionName(GuardAction action);
 
