@@ -293,7 +293,7 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
     problems->Add("parallel.backend", "nccl moves CUDA tensors: set runtime.device to cuda");
   }
   // gloo and mpi with runtime.device cuda stage tensors through host memory (pinned buffers for
-  // pipeline messages, comm::HostStagedCommunicator for the rest): slower than nccl, but it lets
+  // pipeline messages, comm::StagedCommunicator for the rest): slower than nccl, but it lets
   // several ranks share one GPU, which NCCL refuses.
   check.Timeout("parallel.timeout_s", par.timeout_s, /*zero_allowed=*/false);
   if (!(par.bucket_mb > 0)) {
