@@ -15,6 +15,11 @@ inline constexpr int kStoppedNothingTrainedExitCode = 79;
 // those steps are lost.
 inline constexpr int kStoppedUnsavedExitCode = 80;
 
+// deepnet-worker stopped by SIGTERM or SIGINT after a trainer it stopped ended without its state
+// in a checkpoint (killed after the grace period, failed, or exit 80); 0 when every one left its
+// state in a checkpoint or none ran. deploy/slurm/deepnet-service.sbatch reads it.
+inline constexpr int kWorkerLostTrainerStateExitCode = 80;
+
 // What a trainer that was asked to stop left behind (deepnet.v1.StopCheckpoint): the worker
 // tells it from the exit code (StopCheckpointOf) and the coordinator words the rank's exit event
 // with it. One type for both daemons; each converts it to or from the proto once at its edge

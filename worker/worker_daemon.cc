@@ -222,9 +222,9 @@ void WorkerDaemon::Start() {
   supervision_thread_ = std::thread([this] { SupervisionLoop(); });
 }
 
-void WorkerDaemon::Shutdown(milliseconds grace, const std::string& reason) {
+WorkerStopSummary WorkerDaemon::Shutdown(milliseconds grace, const std::string& reason) {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
-  if (shut_down_) return;
+  if (shut_down_) return WorkerStopSummary{};
   shut_down_ = true;
   stopping_.store(true);
   if (started_) {
@@ -257,7 +257,15 @@ void WorkerDaemon::Shutdown(milliseconds grace, const std::string& reason) {
     wake_.notify_all();
     session_thread_.join();
   }
-  spdlog::info("stopped ({} trainer(s) left to kill)", supervisor_.size());
+  WorkerStopSummary summary;
+  summary.trainers = stopped_trainers_.load();
+  summary.unsaved = stopped_unsaved_.load();
+  summary.left = static_cast<int>(supervisor_.size());
+  spdlog::info(
+      "stopped ({} trainer(s) ended, {} without their state in a checkpoint; {} left to "
+      "kill)",
+      summary.trainers, summary.unsaved, summary.left);
+  return summary;
 }
 
 WorkerDaemonState WorkerDaemon::state() const {
@@ -486,8 +494,21 @@ void WorkerDaemon::SupervisionLoop() {
     if (!events.metrics.empty() || !events.exits.empty()) {
       std::lock_guard<std::mutex> lock(outbox_mu_);
       // Reports first: the coordinator sees a rank's last points before its exit.
-      for (const MetricReport& report : events.metrics) outbox_->messages.push_back(ToProto(report));
-      for (const TaskExit& exit : events.exits) outbox_->messages.push_back(ToProto(exit));
+      for (const MetricReport& report : events.metrics)
+        outbox_->messages.push_back(ToProto(report));
+      for (const TaskExit& exit : events.exits) {
+        outbox_->messages.push_back(ToProto(exit));
+        if (!stopping_.load()) continue;
+        stopped_trainers_.fetch_add(1);
+        // Under Slurm a trainer may have the step's SIGTERM before this worker's, so its stop
+        // is told by the exit code whether or not this worker requested it; one that finished
+        // (exit 0, not requested) lost nothing.
+        const bool finished = !exit.requested && exit.exit_code == 0 && exit.signal == 0;
+        if (!finished &&
+            StopCheckpointOf(exit.exit_code, exit.signal) == StopCheckpoint::kNotSaved) {
+          stopped_unsaved_.fetch_add(1);
+        }
+      }
       while (outbox_->messages.size() > kMaxOutbox) {
         auto report = std::find_if(outbox_->messages.begin(), outbox_->messages.end(),
                                    [](const v1::WorkerMessage& m) { return m.has_metrics(); });

@@ -68,6 +68,17 @@ struct WorkerDaemonState {
   int registrations = 0;
 };
 
+// How the trainers ended when the worker stopped (Shutdown). deepnet-worker exits with
+// job::kWorkerLostTrainerStateExitCode when state_lost() (docs/OPERATIONS.md), so that a script
+// that stopped it (deploy/slurm/deepnet-service.sbatch) knows whether every trainer's state is in
+// a checkpoint without racing the trainers' writes.
+struct WorkerStopSummary {
+  int trainers = 0;  // Running when Shutdown began (or started since) and reaped by it.
+  int unsaved = 0;   // Of those, ended with StopCheckpoint::kNotSaved (killed, failed, exit 80).
+  int left = 0;      // Not reaped when Shutdown gave up: their state is lost too.
+  bool state_lost() const { return unsaved > 0 || left > 0; }
+};
+
 // Thread-safety: safe for concurrent use. Start() runs two threads of its own: the session
 // thread (registration, reading commands) and the supervision thread (reaping, heartbeats,
 // sending exits and metrics); writes to the stream are serialised by a lock.
@@ -87,8 +98,10 @@ class WorkerDaemon {
   // Tells the coordinator (when connected) that this worker is draining (WorkerDraining with
   // `reason` and `grace`), then stops every trainer (SIGTERM, SIGKILL after `grace`; no new one
   // starts), waits until all were reaped and, when connected, their exits were sent (at most
-  // grace + 5 s), then closes the session and joins the threads. Blocks. Idempotent.
-  void Shutdown(std::chrono::milliseconds grace, const std::string& reason = "shutting down");
+  // grace + 5 s), then closes the session and joins the threads. Blocks. Idempotent: a second
+  // call returns an empty summary.
+  WorkerStopSummary Shutdown(std::chrono::milliseconds grace,
+                             const std::string& reason = "shutting down");
 
   WorkerDaemonState state() const;
   std::vector<TaskSnapshot> Tasks() const;
@@ -120,6 +133,10 @@ class WorkerDaemon {
 
   int register_failures_ = 0;  // In a row; used by the session thread only.
   std::atomic<bool> stopping_{false};
+  // Trainers that ended after Shutdown began, and those of them whose state no checkpoint holds
+  // (StopCheckpoint::kNotSaved); counted on the supervision thread.
+  std::atomic<int> stopped_trainers_{0};
+  std::atomic<int> stopped_unsaved_{0};
   std::mutex wait_mu_;
   std::condition_variable wake_;  // Ends backoff waits at shutdown.
 

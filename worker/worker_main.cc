@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "job/stop_exit.h"
 #include "rpc/rpc_util.h"
 #include "worker/health_server.h"
 #include "worker/host_resources.h"
@@ -234,7 +235,8 @@ int main(int argc, char** argv) {
   }
   const std::string why = received == SIGTERM ? "signal 15 (SIGTERM)" : "signal 2 (SIGINT)";
   spdlog::info("{}: draining; stopping trainers (grace {} s)", why, stop_grace_s);
-  (*worker)->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000)), why);
+  const worker::WorkerStopSummary stopped = (*worker)->Shutdown(
+      std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000)), why);
   (*health)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  return 0;
+  return stopped.state_lost() ? job::kWorkerLostTrainerStateExitCode : 0;
 }

@@ -428,8 +428,13 @@ TEST_F(WorkerDaemonTest, ShutdownStopsTrainersAndReportsTheirExits) {
   coordinator_->service().Send(Assignment("job-d", 1, {{0, 0}}, "run"));
   ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
   const pid_t trainer = testing::PidIn(fake_dir_ + "/pid-0");
-  daemon_->Shutdown(10s, "signal 15 (SIGTERM)");
+  const WorkerStopSummary stopped = daemon_->Shutdown(10s, "signal 15 (SIGTERM)");
   EXPECT_FALSE(ProcessAlive(trainer));
+  // deepnet-worker exits 0 on this: every trainer it stopped left its state in a checkpoint.
+  EXPECT_EQ(stopped.trainers, 1);
+  EXPECT_EQ(stopped.unsaved, 0);
+  EXPECT_EQ(stopped.left, 0);
+  EXPECT_FALSE(stopped.state_lost());
   std::optional<v1::TrainerExit> exit = ExitOf("job-d", 1, 0);
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->exit_code(), 143);
@@ -449,6 +454,21 @@ TEST_F(WorkerDaemonTest, ShutdownStopsTrainersAndReportsTheirExits) {
   }
   ASSERT_GT(draining_sequence, 0) << "no WorkerDraining message";
   EXPECT_LT(draining_sequence, exit_sequence);
+}
+
+// A trainer killed after the grace lost its steps: the summary says so, and deepnet-worker exits
+// job::kWorkerLostTrainerStateExitCode (80) on it, which the Slurm service script reads.
+TEST_F(WorkerDaemonTest, ShutdownCountsATrainerKilledAfterTheGraceAsUnsaved) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-k", 1, {{0, 0}}, "ignore-term"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
+  const WorkerStopSummary stopped = daemon_->Shutdown(1s, "signal 15 (SIGTERM)");
+  EXPECT_EQ(stopped.trainers, 1);
+  EXPECT_EQ(stopped.unsaved, 1);
+  EXPECT_TRUE(stopped.state_lost());
+  std::optional<v1::TrainerExit> exit = ExitOf("job-k", 1, 0);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->checkpoint(), v1::STOP_CHECKPOINT_NOT_SAVED);
 }
 
 TEST_F(WorkerDaemonTest, ShuttingDownRefusesNewAssignments) {
