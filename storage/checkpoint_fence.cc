@@ -6,8 +6,6 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/cord.h"
@@ -16,12 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "storage/atomic_file.h"
+#include "storage/guarded_read.h"
 #include "storage/retry_on_eintr.h"
 
 namespace deepnet::storage {
 namespace {
 
 constexpr char kHeader[] = "deepnet-checkpoint-fence 1";
+constexpr size_t kMaxFenceFileBytes = 4096;
 constexpr char kFencedOutPayload[] = "deepnet.storage/fenced-out";
 
 std::string FencePath(const std::string& dir) {
@@ -65,15 +65,11 @@ FolderLock::~FolderLock() {
 
 absl::StatusOr<std::optional<FenceToken>> ReadFence(const std::string& dir) {
   const std::string path = FencePath(dir);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec) && !ec) return std::optional<FenceToken>();
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::vector<std::string> lines = absl::StrSplit(text.str(), '\n');
+  // A FENCE is four short lines; a link, FIFO or device there is refused, not followed.
+  absl::StatusOr<std::string> text = ReadGuardedFile(path, kMaxFenceFileBytes);
+  if (absl::IsNotFound(text.status())) return std::optional<FenceToken>();
+  if (!text.ok()) return text.status();
+  const std::vector<std::string> lines = absl::StrSplit(*text, '\n');
   FenceToken token;
   std::string job_id = lines.size() > 1 ? lines[1] : "";
   std::string attempt = lines.size() > 2 ? lines[2] : "";
