@@ -321,7 +321,12 @@ absl::StatusOr<std::vector<CheckpointView>> Coordinator::ListCheckpoints(
     attempts = job->checkpoint_attempts();
   }
   if (dir.empty()) return std::vector<CheckpointView>();
-  absl::StatusOr<std::vector<CheckpointView>> found = ListCheckpointFolders(dir);
+  // Off the mutex, on a gRPC thread: bounded so that a huge or slow folder of one user's
+  // cannot hold that thread (docs/OPERATIONS.md, "Threat model").
+  ListingLimits limits;
+  limits.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  absl::StatusOr<std::vector<CheckpointView>> found =
+      ListCheckpointFolders(dir, /*with_sizes=*/true, limits);
   if (!found.ok()) return found.status();
   for (CheckpointView& c : *found) {
     auto it = attempts.find(c.step);
