@@ -39,6 +39,7 @@ class SchemaReader {
   void Real(const char* key, double& field, RealBounds) { r_.Double(key, &field); }
   void Bool(const char* key, bool& field) { r_.Bool(key, &field); }
   void String(const char* key, std::string& field, Omit) { r_.String(key, &field); }
+  void Path(const char* key, std::string& field, JobPathUse) { r_.String(key, &field); }
   void StringList(const char* key, std::vector<std::string>& field) {
     r_.StringList(key, &field);
   }

@@ -26,6 +26,7 @@ class SchemaEmitter {
     if (omit == Omit::kWhenEmpty && v.empty()) return;
     Put(key, v);
   }
+  void Path(const char* key, const std::string& v, JobPathUse) { Put(key, v); }
   void StringList(const char* key, const std::vector<std::string>& v) {
     out_ << YAML::Key << key << YAML::Value << YAML::Flow << v;
   }

@@ -9,6 +9,8 @@
 // A visitor V offers, for `const char* key`:
 //   Int(key, int64_t&, IntBounds)   Uint(key, uint64_t&)   Real(key, double&, RealBounds)
 //   Bool(key, bool&)   String(key, std::string&, Omit)   StringList(key, vector<string>&)
+//   Path(key, std::string&, JobPathUse): a file system path the trainer opens; every one is
+//     checked against the storage policy (job/job_paths.h lists them from here)
 //   StringMap(key, map<string, string>&)   RealPair(key, double&, double&)
 //   Choice(key, E&) for an enum with a job::ChoicesOf table   Device(key, Device&)
 //   Section(key, fn): fn(V&) visits the keys of the nested map `key`
@@ -40,6 +42,13 @@ struct RealBounds {
 
 /// Whether the dump leaves out an empty string (scheduling.team).
 enum class Omit { kNever, kWhenEmpty };
+
+/// How the trainer uses a path key; the storage policy checks each use (storage_policy.h).
+enum class JobPathUse {
+  kReadFile,  // data.train_path, data.valid_path, train.probe_file
+  kReadDir,   // data.shard_dir
+  kWriteDir,  // checkpoint.dir (created by the trainer when missing)
+};
 
 namespace schema {
 inline constexpr IntBounds AtLeast(int64_t min, int64_t max) { return {min, max}; }
@@ -75,7 +84,7 @@ template <typename Data, typename V>
 void VisitData(Data& d, V& v) {
   using schema::AtLeast;
   v.Choice("source", d.source);
-  v.String("shard_dir", d.shard_dir, Omit::kNever);
+  v.Path("shard_dir", d.shard_dir, JobPathUse::kReadDir);
   v.Section("synthetic", [&d](V& s) {
     s.StringList("languages", d.synthetic.languages);
     s.Int("pairs_per_language", d.synthetic.pairs_per_language,
@@ -92,8 +101,8 @@ void VisitData(Data& d, V& v) {
     r.Choice("target", d.random_tokens.target);
     r.Uint("seed", d.random_tokens.seed);
   });
-  v.String("train_path", d.train_path, Omit::kNever);
-  v.String("valid_path", d.valid_path, Omit::kNever);
+  v.Path("train_path", d.train_path, JobPathUse::kReadFile);
+  v.Path("valid_path", d.valid_path, JobPathUse::kReadFile);
   v.String("src_lang", d.src_lang, Omit::kNever);
   v.String("tgt_lang", d.tgt_lang, Omit::kNever);
   v.Real("valid_fraction", d.valid_fraction, schema::Closed(0, 0.5));
@@ -130,7 +139,7 @@ void VisitTrain(Train& t, V& v) {
   v.Int("probe_every", t.probe_every, AtLeast(0, SpecCaps::kSteps));
   v.Int("probe_sentences", t.probe_sentences, AtLeast(1, SpecCaps::kProbeSentences));
   v.String("probe_schedule", t.probe_schedule, Omit::kNever);
-  v.String("probe_file", t.probe_file, Omit::kNever);
+  v.Path("probe_file", t.probe_file, JobPathUse::kReadFile);
   v.Int("diagnostics_every", t.diagnostics_every, AtLeast(0, SpecCaps::kSteps));
   v.Int("valid_every", t.valid_every, AtLeast(0, SpecCaps::kSteps));
   v.Int("valid_max_pairs", t.valid_max_pairs, AtLeast(0, SpecCaps::kValidPairs));
@@ -138,7 +147,7 @@ void VisitTrain(Train& t, V& v) {
 
 template <typename Checkpoint, typename V>
 void VisitCheckpoint(Checkpoint& c, V& v) {
-  v.String("dir", c.dir, Omit::kNever);
+  v.Path("dir", c.dir, JobPathUse::kWriteDir);
   v.Int("every_steps", c.every_steps, schema::AtLeast(0, SpecCaps::kSteps));
   v.Int("keep_last", c.keep_last, schema::AtLeast(0, SpecCaps::kKeepLast));
   v.Bool("resume", c.resume);

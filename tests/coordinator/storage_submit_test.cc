@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_replace.h"
 #include "coordinator/auth/auth.h"
 #include "coordinator/grpc/job_service_impl.h"
 #include "storage/storage_policy.h"
@@ -68,8 +69,12 @@ class StorageSubmitTest : public CoordinatorTest {
   // SubmitJob as `token` of a small job with the given extra YAML (data/checkpoint).
   grpc::Status Submit(const std::string& extra, const char* token = kAlice,
                       v1::SubmitJobResponse* out = nullptr) {
+    return SubmitYaml(testing::JobYaml(1, 1, "") + extra, token, out);
+  }
+  grpc::Status SubmitYaml(const std::string& yaml, const char* token = kAlice,
+                          v1::SubmitJobResponse* out = nullptr) {
     v1::SubmitJobRequest request;
-    request.mutable_spec()->set_config_yaml(testing::JobYaml(1, 1, "") + extra);
+    request.mutable_spec()->set_config_yaml(yaml);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     context.AddMetadata("authorization", std::string("Bearer ") + token);
@@ -120,6 +125,28 @@ TEST_F(StorageSubmitTest, EscapesAreInvalidArgumentNamingTheFieldAndTheRule) {
     const grpc::Status status = Submit(Tsv(path));
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
     EXPECT_THAT(status.error_message(), HasSubstr("data.train_path: refused by the storage"))
+        << path;
+  }
+}
+
+// train.probe_file is read by the trainer like data.train_path and is held to the same rule
+// (it escaped the policy before: it was not among the checked fields).
+TEST_F(StorageSubmitTest, TheProbeFileIsCheckedLikeTheTrainingData) {
+  const auto probe = [this](const std::string& path) {
+    return SubmitYaml(absl::StrReplaceAll(
+        testing::JobYaml(1, 1, ""),
+        {{"train: {max_steps: 10}", "train: {max_steps: 10, probe_file: '" + path + "'}"}}));
+  };
+  EXPECT_TRUE(probe(root_ + "/datasets/train.tsv").ok());
+  for (const std::string& path :
+       std::vector<std::string>{root_ + "/users/bob/secret.tsv", "/etc/shadow", "/dev/zero",
+                                root_ + "/users/alice/fifo", dir_ / "tokens"}) {
+    const grpc::Status status = probe(path);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
+    EXPECT_THAT(status.error_message(), HasSubstr("train.probe_file: refused by the storage"))
+        << path;
+    EXPECT_EQ(Rule(status).substr(Rule(status).find("refused")),
+              Rule(Submit(Tsv(path))).substr(Rule(Submit(Tsv(path))).find("refused")))
         << path;
   }
 }

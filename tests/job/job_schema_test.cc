@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "job/job_config.h"
+#include "job/job_paths.h"
 #include "job/yaml_reader.h"
 
 namespace deepnet::job {
@@ -48,6 +49,7 @@ struct DeclaredKey {
   std::string default_text;          // As the dump writes it.
   std::vector<std::string> choices;  // kChoice: the names in table order.
   bool omitted_when_empty = false;
+  std::optional<JobPathUse> path_use;  // Declared with Path.
 };
 
 // Collects every key of the schema with its type, bounds and default.
@@ -65,6 +67,10 @@ class SchemaCollector {
   void Bool(const char* key, const bool& v) { Add(key, SchemaKind::kBool, v ? "true" : "false"); }
   void String(const char* key, const std::string& v, Omit omit) {
     Add(key, SchemaKind::kString, v).omitted_when_empty = omit == Omit::kWhenEmpty;
+  }
+  // A path is a string in the file and the docs; `path_use` tells it apart.
+  void Path(const char* key, const std::string& v, JobPathUse use) {
+    Add(key, SchemaKind::kString, v).path_use = use;
   }
   void StringList(const char* key, const std::vector<std::string>& v) {
     Add(key, SchemaKind::kStringList, absl::StrCat("[", absl::StrJoin(v, ", "), "]"));
@@ -138,6 +144,9 @@ class SchemaMutator {
   void Bool(const char* key, bool& v) { Pick(key, &v, std::vector<bool>{!v}); }
   void String(const char* key, std::string& v, Omit) {
     Pick(key, &v, std::vector<std::string>{"x", "tcp://host:1", "1-3"});
+  }
+  void Path(const char* key, std::string& v, JobPathUse) {
+    Pick(key, &v, std::vector<std::string>{"x", "/data/x"});
   }
   void StringList(const char* key, std::vector<std::string>& v) {
     Pick(key, &v, std::vector<std::vector<std::string>>{{"rev"}});
@@ -216,6 +225,47 @@ TEST(JobSchemaTest, EveryKeyIsDeclaredOnceAndDumpedOnce) {
   std::vector<std::string> dumped;
   CollectYamlKeys(YAML::Load(DumpJobConfig(JobConfig())), "", &dumped);
   EXPECT_EQ(dumped, expected);
+}
+
+// A key named like a path is declared with Path, so that JobPaths lists it and the coordinator
+// and the worker check it against the storage policy: a new one cannot be forgotten.
+TEST(JobSchemaTest, EveryKeyNamedLikeAPathIsDeclaredAsAPath) {
+  int paths = 0;
+  for (const DeclaredKey& k : DeclaredKeys()) {
+    const std::string name = k.path.substr(k.path.rfind('.') + 1);
+    const bool looks_like_a_path = absl::EndsWith(name, "_path") || absl::EndsWith(name, "_dir") ||
+                                   absl::EndsWith(name, "_file") || name == "dir";
+    if (k.kind == SchemaKind::kString && looks_like_a_path) {
+      EXPECT_TRUE(k.path_use.has_value()) << k.path << " is a path declared as a plain String";
+    }
+    paths += k.path_use.has_value() ? 1 : 0;
+  }
+  EXPECT_GE(paths, 5);
+}
+
+// JobPaths is exactly the keys declared with Path, each with its dotted name and use.
+TEST(JobSchemaTest, JobPathsListsEveryPathKeyOfTheSchema) {
+  JobConfig config;
+  std::map<std::string, JobPathUse> declared;
+  for (const DeclaredKey& k : DeclaredKeys()) {
+    if (!k.path_use) continue;
+    declared[k.path] = *k.path_use;
+    SchemaMutator mutator(k.path, /*attempt=*/1);  // "/data/x"
+    VisitJob(config, mutator);
+    ASSERT_TRUE(mutator.applied) << k.path;
+  }
+  const std::vector<JobPath> paths = JobPaths(config);
+  ASSERT_EQ(paths.size(), declared.size());
+  for (const JobPath& p : paths) {
+    ASSERT_EQ(declared.count(p.field), 1u) << p.field;
+    EXPECT_EQ(p.use, declared[p.field]) << p.field;
+    EXPECT_EQ(p.value, "/data/x") << p.field;
+  }
+  EXPECT_EQ(declared.count("train.probe_file"), 1u);
+  EXPECT_EQ(declared["checkpoint.dir"], JobPathUse::kWriteDir);
+  EXPECT_EQ(declared["data.shard_dir"], JobPathUse::kReadDir);
+  // An empty path is no path: the default config's empty fields are not listed.
+  for (const JobPath& p : JobPaths(JobConfig())) EXPECT_FALSE(p.value.empty()) << p.field;
 }
 
 TEST(JobSchemaTest, EveryFieldSurvivesADumpAndARead) {
