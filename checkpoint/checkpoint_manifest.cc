@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "storage/checkpoint_folder.h"
+#include "storage/folder_entry.h"
 
 namespace deepnet::checkpoint {
 namespace {
@@ -113,6 +114,11 @@ json TensorToJson(const CheckpointManifest::Tensor& t) {
 CheckpointManifest::File ParseFile(const json& f) {
   CheckpointManifest::File file;
   file.name = f.at("name").get<std::string>();
+  // The reader joins it to the checkpoint folder: it must name a file in that folder.
+  if (!storage::IsPlainFileName(file.name)) {
+    throw std::runtime_error(absl::StrCat("file '", file.name,
+                                          "': not a plain file name (no '/', no '..')"));
+  }
   file.size = NonNegativeField(f, "size");
   file.sha256 = f.at("sha256").get<std::string>();
   if (!IsHexSha256(file.sha256)) {

@@ -1,11 +1,10 @@
 #include "train/training_data.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
-
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -15,9 +14,14 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/synthetic_task.h"
 #include "data/token_shard.h"
+#include "storage/folder_entry.h"
+#include "storage/guarded_read.h"
 
 namespace deepnet::train {
 namespace {
+
+// shards.json lists a few hundred bytes per shard; far more is not an index.
+constexpr size_t kMaxShardIndexBytes = 16 << 20;
 
 using PairKey = std::pair<std::string, std::string>;
 
@@ -75,9 +79,9 @@ absl::Status ReadText(const job::DataConfig& config, std::vector<data::ParallelE
       return absl::InternalError("data.source: shards are not read as text");
   }
   if (train->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data: the training corpus is empty",
-        config.source == job::DataSource::kTsv ? " (" + config.train_path + ")" : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data: the training corpus is empty",
+                     config.source == job::DataSource::kTsv ? " (" + config.train_path + ")" : ""));
   }
   if (config.valid_path.empty()) {
     std::vector<data::ParallelExample> kept;
@@ -107,24 +111,39 @@ absl::StatusOr<TrainingData> LoadShards(const job::DataConfig& config) {
   namespace fs = std::filesystem;
   const fs::path dir(config.shard_dir);
   const std::string index_path = (dir / "shards.json").string();
-  std::ifstream in(index_path);
-  if (!in) return absl::NotFoundError(absl::StrCat("data.shard_dir: cannot read ", index_path));
+  absl::StatusOr<std::string> text = storage::ReadGuardedFile(index_path, kMaxShardIndexBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("data.shard_dir: ", text.status().message()));
+  }
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(in);
+    index = nlohmann::json::parse(*text);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(index_path, ": ", e.what()));
   }
+  if (!index.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": not a JSON object"));
+  }
+  // Every file shards.json names must be in the shard folder (storage/folder_entry.h).
+  const std::string where = absl::StrCat("data.shard_dir: ", index_path);
   TrainingData out;
   out.tokenizer_kind = "sentencepiece";
-  out.tokenizer_model_path = (dir / index.value("tokenizer", "spm.model")).string();
+  try {
+    absl::StatusOr<std::string> model =
+        storage::FileInFolder(dir.string(), index.value("tokenizer", "spm.model"), where);
+    if (!model.ok()) return model.status();
+    out.tokenizer_model_path = *std::move(model);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": tokenizer: ", e.what()));
+  }
   auto spm = data::SentencePieceTokenizer::Load(out.tokenizer_model_path);
   if (!spm.ok()) return spm.status();
   const std::string fingerprint = index.value("fingerprint", "");
   if ((*spm)->ModelFingerprint() != fingerprint) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        out.tokenizer_model_path, " does not match ", index_path, " (fingerprint ",
-        (*spm)->ModelFingerprint(), " vs ", fingerprint, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(out.tokenizer_model_path, " does not match ", index_path, " (fingerprint ",
+                     (*spm)->ModelFingerprint(), " vs ", fingerprint, ")"));
   }
   const int32_t vocab = (*spm)->vocab_size();
   out.languages = (*spm)->Languages();
@@ -133,10 +152,13 @@ absl::StatusOr<TrainingData> LoadShards(const job::DataConfig& config) {
     for (const auto& shard : index.at("shards")) {
       const std::string split = shard.at("split").get<std::string>();
       if (split != "train" && split != "valid") continue;
-      const std::string path = (dir / shard.at("file").get<std::string>()).string();
-      auto opened = data::TokenShard::Open(path, vocab, fingerprint);
+      absl::StatusOr<std::string> path =
+          storage::FileInFolder(dir.string(), shard.at("file").get<std::string>(), where);
+      if (!path.ok()) return path.status();
+      auto opened = data::TokenShard::Open(*path, vocab, fingerprint);
       if (!opened.ok()) return opened.status();
-      const PairKey key{shard.at("src_lang").get<std::string>(), shard.at("tgt_lang").get<std::string>()};
+      const PairKey key{shard.at("src_lang").get<std::string>(),
+                        shard.at("tgt_lang").get<std::string>()};
       LanguagePair& pair = pairs[key];
       pair.src_lang = key.first;
       pair.tgt_lang = key.second;
@@ -151,8 +173,8 @@ absl::StatusOr<TrainingData> LoadShards(const job::DataConfig& config) {
     if (!pair.train.empty()) out.pairs.push_back(std::move(pair));
   }
   if (out.pairs.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("data.shard_dir: ", index_path,
-                                                   " lists no non-empty training shard"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.shard_dir: ", index_path, " lists no non-empty training shard"));
   }
   out.tokenizer = *std::move(spm);
   return out;
@@ -204,7 +226,8 @@ absl::StatusOr<TrainingData> LoadTrainingData(const job::DataConfig& config) {
   if (auto status = ReadText(config, &train_text, &valid_text); !status.ok()) return status;
 
   std::set<std::string> langs;
-  std::map<PairKey, std::pair<std::vector<data::ParallelExample>, std::vector<data::ParallelExample>>>
+  std::map<PairKey,
+           std::pair<std::vector<data::ParallelExample>, std::vector<data::ParallelExample>>>
       by_pair;
   for (auto& ex : train_text) {
     langs.insert(ex.tgt_lang);

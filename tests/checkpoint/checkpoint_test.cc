@@ -315,6 +315,27 @@ TEST_F(CheckpointStoreTest, MissingFileAndUnparsableManifestAreReported) {
               HasSubstr((folder / "MANIFEST.json").string()));
 }
 
+// The manifest is the user's file: a listed file must be one in the checkpoint folder, so that
+// "../other-job/model.bin" or "/etc/shadow" is refused rather than opened.
+TEST_F(CheckpointStoreTest, ManifestFilesOutsideTheFolderAreRejected) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const fs::path folder = SaveOk(*store, Small(1));
+  const std::string original = ReadText(folder / "MANIFEST.json");
+  for (const std::string escape : {"../model.bin", "/etc/shadow", "sub/model.bin", ".."}) {
+    auto manifest = nlohmann::json::parse(original);
+    const std::string listed = manifest["files"][0]["name"];
+    manifest["files"][0]["name"] = escape;
+    for (auto& t : manifest["tensors"]) {
+      if (t["file"] == listed) t["file"] = escape;
+    }
+    WriteText(folder / "MANIFEST.json", manifest.dump());
+    const absl::Status status = CheckpointStore::Load(folder.string()).status();
+    EXPECT_FALSE(status.ok()) << escape;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("not a plain file name")) << escape;
+  }
+}
+
 TEST_F(CheckpointStoreTest, ManifestWithInconsistentTensorTableIsRejected) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);

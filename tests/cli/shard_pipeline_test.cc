@@ -13,6 +13,7 @@
 #include "cli/prepare_command.h"
 #include "data/synthetic_task.h"
 #include "tests/temp_dir.h"
+#include "train/training_data.h"
 
 namespace deepnet::cli {
 namespace {
@@ -98,6 +99,49 @@ TEST(ShardPipelineTest, EvalNeedsExactlyOneSource) {
   std::ostringstream out, err;
   EXPECT_EQ(RunEval(eval, out, err), kExitBadInput);
   EXPECT_NE(err.str().find("--test-dir"), std::string::npos);
+}
+
+// shards.json is the user's file: every file it names must be in the shard folder, so that an
+// entry "/etc/shadow", "../x" or a link in the folder to elsewhere is refused before any open.
+TEST(ShardPipelineTest, ShardIndexEntriesResolveOnlyInsideTheFolder) {
+  TempDir dir;
+  WriteCorpus(dir / "corpus");
+  data::ShardBuildOptions prepare;
+  prepare.input_dir = dir / "corpus";
+  prepare.output_dir = dir / "shards";
+  prepare.vocab_size = 120;
+  prepare.training_sentences = 2000;
+  prepare.max_len = 48;
+  prepare.num_threads = 1;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunPrepare(prepare, out, err), kExitOk) << err.str();
+  const std::string index_path = dir / "shards/shards.json";
+  const nlohmann::json original = nlohmann::json::parse(std::ifstream(index_path));
+  job::DataConfig config;
+  config.source = job::DataSource::kShards;
+  config.shard_dir = dir / "shards";
+  config.max_len = 48;
+  ASSERT_TRUE(train::LoadTrainingData(config).ok());
+
+  std::filesystem::copy_file(dir / "shards/spm.model", dir / "elsewhere.model");
+  std::filesystem::create_symlink(dir / "elsewhere.model", dir / "shards/link.model");
+  const std::string first_file = original["shards"][0]["file"];
+  const std::vector<std::pair<std::string, std::string>> escapes = {
+      {"file", "../corpus/" + first_file}, {"file", "/etc/shadow"}, {"file", "sub/x.bin"},
+      {"tokenizer", "../elsewhere.model"}, {"tokenizer", "link.model"}};
+  for (const auto& [key, value] : escapes) {
+    nlohmann::json index = original;
+    if (key == "tokenizer") {
+      index["tokenizer"] = value;
+    } else {
+      index["shards"][0]["file"] = value;
+    }
+    std::ofstream(index_path, std::ios::trunc) << index.dump();
+    const absl::Status status = train::LoadTrainingData(config).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << value << ": " << status;
+    EXPECT_NE(std::string(status.message()).find(value), std::string::npos) << status;
+    EXPECT_NE(std::string(status.message()).find("data.shard_dir"), std::string::npos) << status;
+  }
 }
 
 }  // namespace
