@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -70,9 +72,10 @@ struct ChildSetup {
 };
 
 enum ChildStep : int {
-  kStepProcessGroup = 1,
+  kStepSession = 1,
   kStepSignals,
   kStepFds,
+  kStepDescriptors,
   kStepChdir,
   kStepGroups,
   kStepGid,
@@ -82,12 +85,14 @@ enum ChildStep : int {
 
 const char* ChildStepName(int step) {
   switch (step) {
-    case kStepProcessGroup:
-      return "setpgid";
+    case kStepSession:
+      return "setsid";
     case kStepSignals:
       return "signal setup";
     case kStepFds:
       return "dup2 of stdin/stdout/stderr";
+    case kStepDescriptors:
+      return "close-on-exec of inherited descriptors";
     case kStepChdir:
       return "chdir";
     case kStepGroups:
@@ -110,14 +115,36 @@ const char* ChildStepName(int step) {
   _exit(127);
 }
 
-// Runs in the child between fork() and exec(): own process group (a stop signals the trainer
-// and all its children), default signal actions and an empty mask (the daemon blocks
-// SIGTERM/SIGINT for sigwait() and may ignore SIGPIPE), the three standard fds, the working
+// Marks every descriptor from `first` on close-on-exec, so that none of the daemon's (its
+// sockets, its log files, whatever a library opened without O_CLOEXEC) reaches the trainer;
+// status_fd, already close-on-exec, stays open until the exec. close_range(2) (Linux 5.11)
+// where it exists, else one fcntl per possible descriptor. Async-signal-safe.
+bool CloseOnExecFrom(int first) {
+#ifdef SYS_close_range
+  constexpr unsigned kCloseRangeCloexec = 1U << 2;  // CLOSE_RANGE_CLOEXEC
+  if (syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, kCloseRangeCloexec) == 0) {
+    return true;
+  }
+#endif
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  const rlim_t cap = std::min<rlim_t>(limit.rlim_cur, rlim_t{1} << 20);
+  for (rlim_t fd = static_cast<rlim_t>(first); fd < cap; ++fd) {
+    (void)fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);  // EBADF for the closed ones.
+  }
+  return true;
+}
+
+// Runs in the child between fork() and exec(): own session and process group (a stop signals
+// the trainer and all its children; no controlling terminal, nothing of the daemon's session),
+// default signal actions and an empty mask (the daemon blocks
+// SIGTERM/SIGINT for sigwait() and may ignore SIGPIPE), the three standard fds and no other, the
+// working
 // folder, then the account: supplementary groups, gid, uid, in that order (dropping the uid
 // first would forbid the rest). Raw system calls change the credentials of this (only) thread
 // without glibc's all-threads machinery. A failed step is reported on status_fd.
 [[noreturn]] void RunChild(const ChildSetup& s) {
-  if (setpgid(0, 0) != 0) ChildFailed(s.status_fd, kStepProcessGroup);
+  if (setsid() < 0) ChildFailed(s.status_fd, kStepSession);
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
@@ -131,6 +158,7 @@ const char* ChildStepName(int step) {
       dup2(s.stderr_fd, STDERR_FILENO) < 0) {
     ChildFailed(s.status_fd, kStepFds);
   }
+  if (!CloseOnExecFrom(STDERR_FILENO + 1)) ChildFailed(s.status_fd, kStepDescriptors);
   if (s.work_dir != nullptr && chdir(s.work_dir) != 0) ChildFailed(s.status_fd, kStepChdir);
   if (s.switch_account) {
     const gid_t groups[1] = {s.gid};

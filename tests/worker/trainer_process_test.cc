@@ -2,10 +2,18 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 
 #include "tests/worker/worker_test_util.h"
 
@@ -143,6 +151,34 @@ TEST_F(TrainerProcessTest, StartFailsNamingAnUnwritableLog) {
   auto process = TrainerProcess::Start(launch, nullptr);
   ASSERT_FALSE(process.ok());
   EXPECT_THAT(process.status().message(), HasSubstr("missing/err.log"));
+}
+
+// The trainer leads its own session (nothing of the daemon's, no controlling terminal) and
+// holds only stdin/stdout/stderr: a descriptor the daemon opened without O_CLOEXEC stays behind.
+TEST_F(TrainerProcessTest, RunsInItsOwnSessionWithOnlyTheStandardDescriptors) {
+  const int leaked = ::open("/dev/null", O_RDONLY);  // No O_CLOEXEC, as a careless library does.
+  ASSERT_GE(leaked, 3);
+  const std::string probe = dir_.path() + "/probe.sh";
+  std::ofstream(probe) << "#!/bin/sh\n"
+                       << "echo \"$$ $(cut -d' ' -f6 /proc/$$/stat)\" > " << dir_.path()
+                       << "/session\n"
+                       << "if [ -e /proc/$$/fd/" << leaked << " ]; then echo open; else echo closed; fi > "
+                       << dir_.path() << "/leaked\n";
+  ASSERT_EQ(::chmod(probe.c_str(), 0755), 0);
+  TrainerLaunch launch = Launch("exit");
+  launch.executable = probe;
+  auto process = MustStart(launch);
+  ::close(leaked);
+  ASSERT_NE(process, nullptr);
+  std::optional<TrainerExitStatus> exit = WaitExit(*process);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 0);
+  const std::vector<std::string> ids =
+      absl::StrSplit(absl::StripAsciiWhitespace(testing::ReadFile(dir_.path() + "/session")), ' ');
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0], ids[1]) << "the trainer's session id is not its own pid";
+  EXPECT_EQ(ids[1], std::to_string(process->pid()));
+  EXPECT_EQ(testing::ReadFile(dir_.path() + "/leaked"), "closed\n");
 }
 
 TEST(TailOfFileTest, KeepsTheLastLines) {
