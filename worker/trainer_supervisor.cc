@@ -43,7 +43,10 @@ struct TaskOutput {
     std::lock_guard<std::mutex> lock(mu);
     pending.Merge(parsed);  // Probe and diagnostics travel with the next step point.
     if (parsed.step) {
-      points.push_back({*parsed.step, std::chrono::system_clock::now(), 0});
+      MetricPoint point;
+      point.values = *parsed.step;
+      point.time = std::chrono::system_clock::now();
+      points.push_back(std::move(point));
       step = std::max(step, parsed.step->step);
     }
     if (parsed.checkpoint) {
