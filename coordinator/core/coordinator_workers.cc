@@ -101,7 +101,7 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
   if (!worker.ok()) return worker.status();
   JobRun* job = FindJob(report.job_id);
   if (job == nullptr || report.attempt != job->record().attempt) return absl::OkStatus();
-  job->OnMetrics(report);
+  job->OnMetrics(worker_id, report);
   return absl::OkStatus();
 }
 

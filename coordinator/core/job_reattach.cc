@@ -11,6 +11,15 @@ void JobReattach::Begin(JobClock::time_point deadline) {
   deadline_ = deadline;
 }
 
+void JobReattach::ExpectPlacement(std::vector<std::string> rank_workers) {
+  expected_ = std::move(rank_workers);
+}
+
+bool JobReattach::Holds(int rank, const std::string& worker_id) const {
+  if (expected_.empty()) return true;
+  return rank >= 0 && rank < static_cast<int>(expected_.size()) && expected_[rank] == worker_id;
+}
+
 void JobReattach::OnRunning(const RankView& view, TaskPhase phase) {
   running_[view.rank] = view;
   phases_[view.rank] = phase;
@@ -33,6 +42,7 @@ std::map<int, RankView> JobReattach::End() {
   running_.clear();
   phases_.clear();
   exits_.clear();
+  expected_.clear();
   return running;
 }
 

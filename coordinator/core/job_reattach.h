@@ -31,6 +31,12 @@ class JobReattach {
   };
 
   void Begin(JobClock::time_point deadline);
+  // The attempt's placement as its PLACED event stored it (rank -> worker). Only the worker
+  // that held a rank may report it while reattaching; with none stored (a record from before
+  // placements were stored), any worker may.
+  void ExpectPlacement(std::vector<std::string> rank_workers);
+  // Whether `worker_id` may report `rank` (ExpectPlacement).
+  bool Holds(int rank, const std::string& worker_id) const;
   bool active() const { return active_; }
   JobClock::time_point deadline() const { return deadline_; }
   // The running ranks reported so far, by rank.
@@ -54,6 +60,7 @@ class JobReattach {
   std::map<int, TaskPhase> phases_;
   // Ranks that exited while the coordinator was away: rank -> (worker, exited with 0).
   std::map<int, std::pair<std::string, bool>> exits_;
+  std::vector<std::string> expected_;  // By rank; empty: no placement stored.
 };
 
 }  // namespace deepnet::coordinator

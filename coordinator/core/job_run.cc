@@ -54,9 +54,20 @@ bool JobRun::HoldsLiveRankOn(const std::string& worker_id) const {
   });
 }
 
+bool JobRun::RankHeldBy(int64_t rank, const std::string& worker_id) const {
+  if (reattach_.active()) {
+    return rank >= 0 && rank < record().world_size() &&
+           reattach_.Holds(static_cast<int>(rank), worker_id);
+  }
+  return rank >= 0 && rank < static_cast<int64_t>(attempt_.ranks.size()) &&
+         attempt_.ranks[rank].view.worker_id == worker_id;
+}
+
 absl::Status JobRun::Load(const std::string& refused, JobClock::time_point reattach_until) {
   if (absl::Status s = stored_.LoadEvents(); !s.ok()) return s;
+  std::vector<std::string> placed;  // The current attempt's PLACED event, by rank.
   for (const JobEventView& e : stored_.events().all()) {
+    if (e.type == EventType::kPlaced && e.attempt == record().attempt) placed = e.rank_workers;
     if (e.type == EventType::kStateChanged && e.to_state == JobState::kRunning &&
         milestones_.start_time_ms == 0) {
       milestones_.start_time_ms = e.time_ms;
@@ -88,6 +99,10 @@ absl::Status JobRun::Load(const std::string& refused, JobClock::time_point reatt
     case JobState::kStarting:
     case JobState::kRunning:
       reattach_.Begin(reattach_until);
+      // Only the workers that held the ranks may report them back (not any worker's token).
+      if (static_cast<int64_t>(placed.size()) == record().world_size()) {
+        reattach_.ExpectPlacement(std::move(placed));
+      }
       break;
     case JobState::kRecovering:
       // Its ranks were being stopped: cancel whatever still reports, then restart.

@@ -59,6 +59,9 @@ class JobRun {
   JobView View() const;
   // Whether a rank of the current attempt still runs on the worker.
   bool HoldsLiveRankOn(const std::string& worker_id) const;
+  // Whether `worker_id` holds (or held) `rank` of the current attempt: the only worker whose
+  // reports of that rank count.
+  bool RankHeldBy(int64_t rank, const std::string& worker_id) const;
 
   // --- Loading and the scheduler. ---
   // Loaded from the store at coordinator start: reads its events, then queues it, or waits
@@ -79,7 +82,13 @@ class JobRun {
 
   // --- What workers report (coordinator_workers.cc checked the worker's epoch). ---
   void OnTrainerExit(const std::string& worker_id, const TrainerExitReport& exit);
-  void OnMetrics(const MetricReport& report);
+  // Points, checkpoints and guard events of a rank: accepted only from the worker that holds
+  // that rank of the current attempt (while reattaching: the one its PLACED event names), at
+  // most kMaxPointsPerReport points and kMaxCheckpointsPerReport new checkpoint steps (and as
+  // many guard events) each.
+  void OnMetrics(const std::string& worker_id, const MetricReport& report);
+  static constexpr size_t kMaxPointsPerReport = 4096;
+  static constexpr size_t kMaxCheckpointsPerReport = 16;
   void OnAssignmentRefused(const std::string& worker_id, const std::string& error);
   // A worker listed `task` (of this job) as running; sets *cancel when it must stop. Returns
   // whether the task is a live rank of the current attempt.

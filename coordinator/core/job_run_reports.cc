@@ -61,6 +61,12 @@ bool JobRun::OnTaskListed(const std::string& worker_id, const TaskReport& task,
   if (current && reattach_.active()) {
     const int64_t d = record().data_parallel;
     if (rank < 0 || rank >= record().world_size()) return false;
+    if (!reattach_.Holds(static_cast<int>(rank), worker_id)) {
+      spdlog::warn("job {}: worker {} listed rank {} of attempt {}, which another worker held; "
+                   "ignored",
+                   record().id, worker_id, rank, record().attempt);
+      return false;
+    }
     reattach_.OnRunning(RankView{task.rank, static_cast<int>(rank / d),
                                  static_cast<int>(rank % d), worker_id, task.slot_index},
                         task.phase);
@@ -134,6 +140,7 @@ void JobRun::OnTrainerExit(const std::string& worker_id, const TrainerExitReport
   const int64_t rank = exit.rank;
   if (reattach_.active() && exit.attempt == record().attempt && rank >= 0 &&
       rank < record().world_size()) {
+    if (!reattach_.Holds(static_cast<int>(rank), worker_id)) return;  // not its rank
     reattach_.OnExit(exit.rank, worker_id, exit.exit_code == 0 && exit.signal == 0);
     MaybeCompleteReattach();
     return;
@@ -227,14 +234,27 @@ void JobRun::OnAssignmentRefused(const std::string& worker_id, const std::string
   }
 }
 
-void JobRun::OnMetrics(const MetricReport& report) {
+void JobRun::OnMetrics(const std::string& worker_id, const MetricReport& report) {
+  if (!RankHeldBy(report.rank, worker_id)) {
+    spdlog::debug("job {}: worker {} reported rank {} of attempt {}, which it does not hold; "
+                  "ignored",
+                  record().id, worker_id, report.rank, report.attempt);
+    return;
+  }
+  // A report holds what a rank printed since the worker's last poll: a few points. More is a
+  // runaway or forged stream; only the newest kMaxPointsPerReport count.
+  const size_t first_point = report.points.size() > kMaxPointsPerReport
+                                 ? report.points.size() - kMaxPointsPerReport
+                                 : 0;
   // Divergence-guard events ride in the metric stream (MetricPoint.guard_*): they become job
   // events and metrics, not points of the series.
   std::vector<MetricPoint> steps;
-  for (const MetricPoint& point : report.points) {
+  size_t guard_events = 0;
+  for (size_t i = first_point; i < report.points.size(); ++i) {
+    const MetricPoint& point = report.points[i];
     if (point.guard_event.empty()) {
       steps.push_back(point);
-    } else {
+    } else if (++guard_events <= kMaxCheckpointsPerReport) {  // Each one is a stored event too.
       OnGuardEvent(point);
     }
   }
@@ -269,7 +289,16 @@ void JobRun::OnMetrics(const MetricReport& report) {
       timers_.progress_written = now;
     }
   }
+  size_t checkpoints = 0;
   for (int64_t step : report.checkpoint_steps) {
+    // One event per checkpoint: a step this attempt already reported adds none, and a report
+    // adds at most kMaxCheckpointsPerReport (each is a synced store write under the lock).
+    auto known = milestones_.checkpoint_attempts.find(step);
+    if (step < 0 || (known != milestones_.checkpoint_attempts.end() &&
+                     known->second == report.attempt)) {
+      continue;
+    }
+    if (++checkpoints > kMaxCheckpointsPerReport) break;
     // A checkpoint is a good moment to persist the step (also one no point reported, e.g.
     // saved when the time budget ran out).
     stored_.PersistStep(std::max(step, record().last_step));
