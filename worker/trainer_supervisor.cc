@@ -346,10 +346,15 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
     for (const auto& [key, task] : tasks_) {
       if (task->rank.slot_index != r.slot_index) continue;
       if (key == TaskKey{spec.job_id, spec.attempt, r.rank}) continue;
-      return absl::FailedPreconditionError(
+      const std::string busy =
           absl::StrCat(what, ": slot ", r.slot_index, " is busy with ",
-                       Describe(std::get<0>(key), std::get<1>(key), std::get<2>(key)),
-                       task->process->stop_requested() ? " (stopping)" : ""));
+                       Describe(std::get<0>(key), std::get<1>(key), std::get<2>(key)));
+      // A stopping trainer frees its slot within its grace: UNAVAILABLE (try again), which the
+      // worker reports as a refusal to retry, not a failure of the job.
+      if (task->process->stop_requested()) {
+        return absl::UnavailableError(absl::StrCat(busy, " (stopping)"));
+      }
+      return absl::FailedPreconditionError(busy);
     }
   }
   std::error_code ec;

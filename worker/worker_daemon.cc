@@ -452,6 +452,8 @@ void WorkerDaemon::HandleCommand(const v1::CoordinatorMessage& message) {
     const absl::Status status = supervisor_.Assign(FromProto(message.assignment()));
     result->set_accepted(status.ok());
     if (!status.ok()) result->set_error(std::string(status.message()));
+    // A slot still stopping its previous trainer, a failed fork: passes by itself.
+    result->set_retry(absl::IsUnavailable(status) || absl::IsResourceExhausted(status));
   } else {
     const v1::Cancellation& c = message.cancellation();
     const int stopped = supervisor_.Cancel(c.job_id(), c.attempt(), ToMillis(c.grace_period()));

@@ -239,10 +239,12 @@ class Coordinator : private JobRunObserver {
                                         const std::string& reason, std::chrono::milliseconds grace);
   [[nodiscard]] absl::Status OnMetrics(const std::string& worker_id, int64_t epoch,
                                        const MetricReport& report);
-  // The worker refused an assignment (spawn failure, unknown slot, ...).
+  // The worker refused an assignment (spawn failure, unknown slot, ...). `retry`: the reason
+  // passes by itself (a slot still stopping, a failed fork): the job is placed again after a
+  // backoff without counting a restart (RecoveryCause::kPlacementRefused).
   [[nodiscard]] absl::Status OnAssignmentRefused(const std::string& worker_id, int64_t epoch,
                                                  const std::string& job_id, int attempt,
-                                                 const std::string& error);
+                                                 const std::string& error, bool retry = false);
 
   // Where trainers reach the Rendezvous service (known once the server has bound its port).
   void SetRendezvousAddress(const std::string& address);

@@ -35,7 +35,7 @@ constexpr WorkerState kAllWorkerStates[] = {WorkerState::kReady, WorkerState::kD
                                             WorkerState::kLost};
 constexpr RecoveryCause kAllRecoveryCauses[] = {
     RecoveryCause::kWorkerExit, RecoveryCause::kWorkerLost, RecoveryCause::kHang,
-    RecoveryCause::kStartTimeout, RecoveryCause::kWorkerDrained};
+    RecoveryCause::kStartTimeout, RecoveryCause::kWorkerDrained, RecoveryCause::kPlacementRefused};
 
 std::string Lower(absl::string_view name) { return absl::AsciiStrToLower(name); }
 
@@ -124,7 +124,7 @@ struct CoordinatorMetrics::Impl {
         restarts(prometheus::BuildCounter()
                      .Name("deepnet_job_restarts_total")
                      .Help("Job restarts from a checkpoint, by cause (worker_exit, worker_lost, "
-                           "hang, start_timeout, worker_drained).")
+                           "hang, start_timeout, worker_drained, placement_refused).")
                      .Register(*registry)),
         submitted(prometheus::BuildCounter()
                       .Name("deepnet_jobs_submitted_total")

@@ -107,13 +107,13 @@ absl::Status Coordinator::OnMetrics(const std::string& worker_id, int64_t epoch,
 
 absl::Status Coordinator::OnAssignmentRefused(const std::string& worker_id, int64_t epoch,
                                               const std::string& job_id, int attempt,
-                                              const std::string& error) {
+                                              const std::string& error, bool retry) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<WorkerRegistry::Worker*> worker = workers_.Current(worker_id, epoch);
   if (!worker.ok()) return worker.status();
   JobRun* job = FindJob(job_id);
   if (job == nullptr || attempt != job->record().attempt) return absl::OkStatus();
-  job->OnAssignmentRefused(worker_id, error);
+  job->OnAssignmentRefused(worker_id, error, retry);
   return absl::OkStatus();
 }
 

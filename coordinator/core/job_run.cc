@@ -19,6 +19,10 @@ namespace {
 
 double Seconds(JobClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The wait before placing a job again after a refusal that passes, doubling in a row.
+constexpr std::chrono::milliseconds kFirstPlacementRetry{1000};
+constexpr std::chrono::milliseconds kLongestPlacementRetry{30000};
+
 }  // namespace
 
 JobRun::JobRun(const JobRunContext* context, JobRecord record, const JobSpecInfo& spec)
@@ -49,9 +53,8 @@ JobView JobRun::View() const {
 }
 
 bool JobRun::HoldsLiveRankOn(const std::string& worker_id) const {
-  return std::any_of(attempt_.ranks.begin(), attempt_.ranks.end(), [&](const RankRun& r) {
-    return !r.exited && r.view.worker_id == worker_id;
-  });
+  return std::any_of(attempt_.ranks.begin(), attempt_.ranks.end(),
+                     [&](const RankRun& r) { return !r.exited && r.view.worker_id == worker_id; });
 }
 
 bool JobRun::RankHeldBy(int64_t rank, const std::string& worker_id) const {
@@ -135,6 +138,7 @@ absl::Status JobRun::Move(JobState to, const std::string& reason,
   }
   if (to == JobState::kRunning) {
     timers_.last_progress = JobClock::now();
+    timers_.placement_backoff = std::chrono::milliseconds(0);  // Refusals in a row end here.
     if (!milestones_.ever_running) {
       milestones_.ever_running = true;
       milestones_.start_time_ms = SystemNowMs();
@@ -336,13 +340,26 @@ void JobRun::FinishStop() {
   }
   attempt_.announced_resume_step = ResumeStepOf();
   const std::optional<int64_t>& resume = attempt_.announced_resume_step;
+  const bool refused = cause == RecoveryCause::kPlacementRefused;
+  if (refused) {
+    timers_.placement_backoff = std::min<std::chrono::milliseconds>(
+        std::max<std::chrono::milliseconds>(2 * timers_.placement_backoff, kFirstPlacementRetry),
+        kLongestPlacementRetry);
+  }
   const std::string why = absl::StrCat(
       counted ? absl::StrCat("restart ", record().restarts + 1, " of ", record().max_restarts)
-              : std::string("restart after a worker shut down (not counted against max_restarts)"),
+      : refused
+          ? absl::StrCat("placing again in ", timers_.placement_backoff.count() / 1000.0,
+                         " s after a refusal that passes (not counted against max_restarts)")
+          : std::string("restart after a worker shut down (not counted against max_restarts)"),
       " from the latest checkpoint",
       resume ? absl::StrCat(" (step ", *resume, ")") : std::string(" (none yet: from step 0)"));
   if (!Move(JobState::kPlacing, why).ok()) return;
   if (context_.metrics != nullptr) context_.metrics->IncRestarts(cause);
+  if (refused) {
+    timers_.requeue_at = JobClock::now() + timers_.placement_backoff;  // CheckTimers queues it.
+    return;
+  }
   Enqueue();
 }
 
@@ -396,6 +413,16 @@ void JobRun::CheckTimers(JobClock::time_point now) {
     return;
   }
   if (stop_.stopping || reattach_.active()) return;
+  if (timers_.requeue_at.has_value()) {
+    if (record().state != JobState::kPlacing) {
+      timers_.requeue_at.reset();  // Cancelled (or moved on) while it waited.
+    } else if (now >= *timers_.requeue_at) {
+      timers_.requeue_at.reset();
+      Enqueue();
+      context_.observer->OnScheduleChanged();
+    }
+    return;
+  }
   if (record().state == JobState::kStarting &&
       Seconds(now - timers_.state_since) > settings_.start_timeout_s) {
     FailRanks(RecoveryCause::kStartTimeout,
@@ -403,9 +430,9 @@ void JobRun::CheckTimers(JobClock::time_point now) {
                            settings_.start_timeout_s, " s"));
   } else if (record().state == JobState::kRunning && settings_.hang_timeout_s > 0 &&
              Seconds(now - timers_.last_progress) > settings_.hang_timeout_s) {
-    const std::string why = absl::StrCat("no new step for ", settings_.hang_timeout_s,
-                                         " s (scheduling.hang_timeout_s); last step ",
-                                         record().last_step);
+    const std::string why =
+        absl::StrCat("no new step for ", settings_.hang_timeout_s,
+                     " s (scheduling.hang_timeout_s); last step ", record().last_step);
     JobEventView hang;
     hang.type = EventType::kHangDetected;
     hang.message = why;

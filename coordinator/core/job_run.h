@@ -89,7 +89,7 @@ class JobRun {
   void OnMetrics(const std::string& worker_id, const MetricReport& report);
   static constexpr size_t kMaxPointsPerReport = 4096;
   static constexpr size_t kMaxCheckpointsPerReport = 16;
-  void OnAssignmentRefused(const std::string& worker_id, const std::string& error);
+  void OnAssignmentRefused(const std::string& worker_id, const std::string& error, bool retry);
   // A worker listed `task` (of this job) as running; sets *cancel when it must stop. Returns
   // whether the task is a live rank of the current attempt.
   bool OnTaskListed(const std::string& worker_id, const TaskReport& task,

@@ -217,7 +217,8 @@ void JobRun::OnTrainerExit(const std::string& worker_id, const TrainerExitReport
   (void)Move(JobState::kSucceeded, absl::StrCat("all ranks finished at step ", record().last_step));
 }
 
-void JobRun::OnAssignmentRefused(const std::string& worker_id, const std::string& error) {
+void JobRun::OnAssignmentRefused(const std::string& worker_id, const std::string& error,
+                                 bool retry) {
   for (const RankRun& r : attempt_.ranks) {
     if (r.view.worker_id == worker_id) MarkRankExited(r.view.rank);
   }
@@ -229,6 +230,10 @@ void JobRun::OnAssignmentRefused(const std::string& worker_id, const std::string
   } else if (absl::StrContains(error, storage::kStoragePolicyRefusal)) {
     // The job's paths break the worker's storage policy: every attempt would be refused too.
     BeginStop(AfterStop::kFail, why);
+  } else if (retry) {
+    // Passes by itself (a slot still stopping its previous trainer): place it again after a
+    // backoff, not counted; FinishStop waits timers_.placement_backoff before queueing.
+    FailRanks(RecoveryCause::kPlacementRefused, why);
   } else {
     FailRanks(RecoveryCause::kWorkerExit, why);
   }

@@ -49,6 +49,11 @@ struct JobTimers {
   JobClock::time_point state_since;
   JobClock::time_point last_progress;
   JobClock::time_point progress_written;  // when the step was last written to the store
+  // After a placement refused for a passing reason (RecoveryCause::kPlacementRefused): queued
+  // again at `requeue_at`; the backoff doubles with each such refusal in a row (1 s to 30 s)
+  // and starts over once the job runs.
+  std::optional<JobClock::time_point> requeue_at;
+  std::chrono::milliseconds placement_backoff{0};
 };
 
 // What happens once a stopping job's ranks have all exited.

@@ -85,6 +85,8 @@ v1::RecoveryCause ToProto(RecoveryCause cause) {
     case RecoveryCause::kStartTimeout: return v1::RECOVERY_CAUSE_START_TIMEOUT;
     case RecoveryCause::kWorkerDrained:
       return v1::RECOVERY_CAUSE_WORKER_DRAINED;
+    case RecoveryCause::kPlacementRefused:
+      return v1::RECOVERY_CAUSE_PLACEMENT_REFUSED;
   }
   return v1::RECOVERY_CAUSE_UNSPECIFIED;
 }

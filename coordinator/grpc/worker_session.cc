@@ -79,7 +79,8 @@ void WorkerSession::Handle(const v1::WorkerMessage& message) {
           outbox_->AssignmentOf(result.command_sequence());
       if (assignment.has_value()) {
         status = coordinator_.OnAssignmentRefused(worker_id_, epoch_, assignment->first,
-                                                  assignment->second, result.error());
+                                                  assignment->second, result.error(),
+                                                  result.retry());
       } else {
         spdlog::warn("worker {} refused command {}: {}", worker_id_, result.command_sequence(),
                      result.error());

@@ -75,6 +75,8 @@ absl::string_view ToString(RecoveryCause cause) {
     case RecoveryCause::kStartTimeout: return "START_TIMEOUT";
     case RecoveryCause::kWorkerDrained:
       return "WORKER_DRAINED";
+    case RecoveryCause::kPlacementRefused:
+      return "PLACEMENT_REFUSED";
   }
   return "UNKNOWN_CAUSE";
 }
@@ -89,7 +91,8 @@ absl::StatusOr<JobState> ParseJobState(absl::string_view text) {
 absl::StatusOr<RecoveryCause> ParseRecoveryCause(absl::string_view text) {
   for (RecoveryCause cause :
        {RecoveryCause::kWorkerExit, RecoveryCause::kWorkerLost, RecoveryCause::kHang,
-        RecoveryCause::kStartTimeout, RecoveryCause::kWorkerDrained}) {
+        RecoveryCause::kStartTimeout, RecoveryCause::kWorkerDrained,
+        RecoveryCause::kPlacementRefused}) {
     if (ToString(cause) == text) return cause;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown recovery cause '", text, "'"));

@@ -32,12 +32,15 @@ enum class RecoveryCause {
   // A worker holding ranks is shutting down (it said so: WorkerDraining); its ranks were
   // stopped to checkpoint. The restart does not count against max_restarts.
   kWorkerDrained,
+  // A worker refused the placement for a reason that passes (a slot still stopping the previous
+  // trainer, a failed fork): the job is placed again after a backoff; not counted either.
+  kPlacementRefused,
 };
 
 // Whether a restart after `cause` uses one of the job's max_restarts (a job whose cause is
 // unknown counts it). A worker that shut down is no failure of the job.
 inline bool CountsAgainstMaxRestarts(std::optional<RecoveryCause> cause) {
-  return cause != RecoveryCause::kWorkerDrained;
+  return cause != RecoveryCause::kWorkerDrained && cause != RecoveryCause::kPlacementRefused;
 }
 
 // Every state, in declaration order.
@@ -54,7 +57,7 @@ bool IsTerminal(JobState state);
 
 // "QUEUED", "PLACING", ... (the names used in the API, the store and the logs).
 absl::string_view ToString(JobState state);
-// "WORKER_EXIT", "WORKER_LOST", "HANG", "START_TIMEOUT", "WORKER_DRAINED".
+// "WORKER_EXIT", "WORKER_LOST", "HANG", "START_TIMEOUT", "WORKER_DRAINED", "PLACEMENT_REFUSED".
 absl::string_view ToString(RecoveryCause cause);
 
 // Inverse of ToString; exact, upper-case names. INVALID_ARGUMENT naming the text otherwise.

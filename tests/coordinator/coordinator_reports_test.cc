@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
 
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_run.h"
@@ -39,6 +42,15 @@ class CoordinatorReportsTest : public CoordinatorTest {
     point.loss = loss;
     report.points.push_back(point);
     return report;
+  }
+  // Lets `wait` pass while `w` keeps its lease (heartbeats) and the coordinator ticks.
+  void Pass(const Worker& w, std::chrono::milliseconds wait) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < until) {
+      ASSERT_TRUE(coordinator_->OnHeartbeat(w.id, w.epoch, {}).ok());
+      coordinator_->Tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   int CheckpointEvents(const std::string& id) {
     int n = 0;
@@ -128,6 +140,60 @@ TEST_F(CoordinatorReportsTest, AfterARestartOnlyTheHoldersCanReportTheRanks) {
   MetricReport own = Report(id, a_tasks[0].rank, 3, 1.0);
   ASSERT_TRUE(coordinator_->OnMetrics("a", a_.epoch, own).ok());
   EXPECT_EQ(coordinator_->GetJob(id)->record.last_step, 3);
+}
+
+// A placement refused for a passing reason (a slot still stopping) waits and is placed again,
+// without counting a restart: before, each refusal used one of max_restarts within
+// milliseconds and the job FAILED (issue 25, item 7).
+TEST_F(CoordinatorReportsTest, ARefusalThatPassesIsRetriedWithBackoffAndNotCounted) {
+  Worker a = AddWorker("a", 2);
+  const std::string id = Submit(JobYaml(1, 2, "{max_restarts: 1}"));
+  coordinator_->Tick();
+  ASSERT_EQ(State(id), JobState::kStarting);
+  for (int refusal = 1; refusal <= 3; ++refusal) {
+    SCOPED_TRACE(refusal);
+    const int attempt = a.sink->assignments.back().attempt;
+    ASSERT_TRUE(coordinator_
+                    ->OnAssignmentRefused("a", a.epoch, id, attempt,
+                                          "slot 0 is busy with job j-0 attempt 1 rank 0 (stopping)",
+                                          /*retry=*/true)
+                    .ok());
+    coordinator_->Tick();
+    const JobView waiting = *coordinator_->GetJob(id);
+    EXPECT_EQ(waiting.record.state, JobState::kPlacing);
+    EXPECT_EQ(waiting.record.restarts, 0);
+    EXPECT_EQ(waiting.record.last_recovery_cause, RecoveryCause::kPlacementRefused);
+    EXPECT_THAT(waiting.record.state_reason,
+                ::testing::HasSubstr(absl::StrCat("placing again in ", 1 << (refusal - 1), " s")));
+    EXPECT_EQ(a.sink->assignments.back().attempt, attempt) << "placed again without waiting";
+    // Not a timing threshold: the backoff is a minimum wait, and the test waits it out.
+    Pass(a, std::chrono::milliseconds((1000 << (refusal - 1)) + 200));
+    EXPECT_EQ(State(id), JobState::kStarting);
+    EXPECT_EQ(a.sink->assignments.back().attempt, attempt + 1);
+  }
+  // A refusal that does not pass still counts, and max_restarts (1) still ends the job.
+  for (int refusal = 0; refusal < 2; ++refusal) {
+    const int attempt = a.sink->assignments.back().attempt;
+    ASSERT_TRUE(coordinator_->OnAssignmentRefused("a", a.epoch, id, attempt, "cannot fork", false)
+                    .ok());
+    coordinator_->Tick();
+    coordinator_->Tick();
+  }
+  EXPECT_EQ(State(id), JobState::kFailed);
+}
+
+TEST_F(CoordinatorReportsTest, AJobWaitingToBePlacedAgainCanBeCancelled) {
+  Worker a = AddWorker("a", 2);
+  const std::string id = Submit(JobYaml(1, 2, ""));
+  coordinator_->Tick();
+  ASSERT_TRUE(coordinator_->OnAssignmentRefused("a", a.epoch, id, 1, "busy (stopping)", true).ok());
+  coordinator_->Tick();
+  ASSERT_EQ(State(id), JobState::kPlacing);
+  ASSERT_TRUE(coordinator_->Cancel(id, "no longer needed").ok());
+  EXPECT_EQ(State(id), JobState::kCancelled);
+  Pass(a, std::chrono::milliseconds(1200));
+  EXPECT_EQ(State(id), JobState::kCancelled);
+  EXPECT_EQ(a.sink->assignments.size(), 1u);
 }
 
 }  // namespace

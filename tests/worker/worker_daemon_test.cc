@@ -339,11 +339,28 @@ TEST_F(WorkerDaemonTest, RefusesABusySlotAndAnUnknownOne) {
   ASSERT_TRUE(busy.has_value());
   EXPECT_FALSE(busy->accepted());
   EXPECT_THAT(busy->error(), HasSubstr("slot 0 is busy with job job-b attempt 1 rank 0"));
+  EXPECT_FALSE(busy->retry()) << "a slot busy with a running trainer stays busy";
   std::optional<v1::CommandResult> unknown = ResultOf(y);
   ASSERT_TRUE(unknown.has_value());
   EXPECT_FALSE(unknown->accepted());
   EXPECT_THAT(unknown->error(), HasSubstr("slot 5 is unknown"));
+  EXPECT_FALSE(unknown->retry());
   EXPECT_EQ(daemon_->Tasks().size(), 1u);
+}
+
+// A slot whose trainer is still stopping frees itself within the grace: the refusal says so
+// (retry), and the coordinator places the job again later without counting a restart.
+TEST_F(WorkerDaemonTest, ASlotStillStoppingIsARefusalToRetry) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-s", 1, {{0, 0}}, "ignore-term"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
+  ASSERT_TRUE(ResultOf(coordinator_->service().Send(Cancellation("job-s", 1, 5000ms))).has_value());
+  std::optional<v1::CommandResult> stopping =
+      ResultOf(coordinator_->service().Send(Assignment("job-t", 1, {{0, 0}}, "run")));
+  ASSERT_TRUE(stopping.has_value());
+  EXPECT_FALSE(stopping->accepted());
+  EXPECT_THAT(stopping->error(), HasSubstr("(stopping)"));
+  EXPECT_TRUE(stopping->retry());
 }
 
 TEST_F(WorkerDaemonTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
