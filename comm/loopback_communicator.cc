@@ -12,9 +12,10 @@ using internal::CheckPeer;
 using internal::CheckTensor;
 using internal::DescribeTensor;
 
-namespace {
+// One posted receive: done once a send for its tag copied into `tensor`. In a named namespace,
+// not an anonymous one: LoopbackCommunicator::State (external linkage) holds it.
+namespace loopback_internal {
 
-// One posted receive: done once a send for its tag copied into `tensor`.
 struct PendingRecv {
   torch::Tensor tensor;
   int tag = 0;
@@ -22,7 +23,9 @@ struct PendingRecv {
   absl::Status status;
 };
 
-}  // namespace
+}  // namespace loopback_internal
+
+using loopback_internal::PendingRecv;
 
 struct LoopbackCommunicator::State {
   internal::AbortLatch abort;
