@@ -155,6 +155,9 @@ std::string DescribeEvent(const v1::JobEvent& event) {
     case v1::JOB_EVENT_TYPE_PLATEAU:
       text = "validation loss plateau";
       break;
+    case v1::JOB_EVENT_TYPE_FAIL_REQUESTED:
+      text = absl::StrCat("failing: ", event.message());
+      break;
     default:
       text = absl::StrCat("event ", v1::JobEventType_Name(event.type()));
       break;

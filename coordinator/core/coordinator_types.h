@@ -241,6 +241,7 @@ enum class EventType {
   kGuardRollback,  // the divergence guard rolled back (guard_* fields)
   kGuardFailed,    // the divergence guard gave up
   kPlateau,        // the validation loss stopped improving
+  kFailRequested,  // the coordinator began stopping the job to fail it (message: why)
   kOther,          // an event kind this version does not know (shown with its raw text)
 };
 

@@ -23,6 +23,7 @@ constexpr struct {
     {EventType::kGuardRollback, "guard_rollback"},
     {EventType::kGuardFailed, "guard_failed"},
     {EventType::kPlateau, "plateau"},
+    {EventType::kFailRequested, "fail_requested"},
 };
 
 }  // namespace

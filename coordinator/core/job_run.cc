@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -69,8 +70,18 @@ bool JobRun::RankHeldBy(int64_t rank, const std::string& worker_id) const {
 absl::Status JobRun::Load(const std::string& refused, JobClock::time_point reattach_until) {
   if (absl::Status s = stored_.LoadEvents(); !s.ok()) return s;
   std::vector<std::string> placed;  // The current attempt's PLACED event, by rank.
+  // A stop asked for after the last transition, which the previous process did not finish.
+  std::optional<std::pair<AfterStop, std::string>> unfinished_stop;
   for (const JobEventView& e : stored_.events().all()) {
     if (e.type == EventType::kPlaced && e.attempt == record().attempt) placed = e.rank_workers;
+    if (e.type == EventType::kStateChanged) unfinished_stop.reset();
+    if (e.type == EventType::kFailRequested) unfinished_stop = {AfterStop::kFail, e.message};
+    if (e.type == EventType::kCancelRequested) {
+      unfinished_stop = {AfterStop::kCancel,
+                         e.message.empty()                   ? std::string("cancelled by the user")
+                         : absl::StartsWith(e.message, "by ") ? "cancelled " + e.message
+                                                             : "cancelled: " + e.message};
+    }
     if (e.type == EventType::kStateChanged && e.to_state == JobState::kRunning &&
         milestones_.start_time_ms == 0) {
       milestones_.start_time_ms = e.time_ms;
@@ -101,6 +112,17 @@ absl::Status JobRun::Load(const std::string& refused, JobClock::time_point reatt
       break;
     case JobState::kStarting:
     case JobState::kRunning:
+      if (unfinished_stop.has_value()) {
+        // Finish the stop the previous process began: ranks the workers list are told to stop
+        // (OnTaskListed), and at the deadline the job ends as asked.
+        stop_.stopping = true;
+        stop_.after = unfinished_stop->first;
+        stop_.message = unfinished_stop->second;
+        stop_.deadline = reattach_until;
+        spdlog::info("job {}: finishing the stop begun before the coordinator restarted: {}",
+                     record().id, stop_.message);
+        break;
+      }
       reattach_.Begin(reattach_until);
       // Only the workers that held the ranks may report them back (not any worker's token).
       if (static_cast<int64_t>(placed.size()) == record().world_size()) {
@@ -113,6 +135,10 @@ absl::Status JobRun::Load(const std::string& refused, JobClock::time_point reatt
       stop_.after = AfterStop::kRestart;
       stop_.message = "recovery resumed after a coordinator restart";
       stop_.deadline = reattach_until;
+      if (unfinished_stop.has_value()) {  // Cancelled (or failed) while it recovered.
+        stop_.after = unfinished_stop->first;
+        stop_.message = unfinished_stop->second;
+      }
       break;
     default:
       break;
@@ -268,6 +294,16 @@ void JobRun::OnWorkerDraining(const std::string& why) {
 }
 
 void JobRun::BeginStop(AfterStop after, const std::string& message) {
+  // The intent is stored before any rank is signalled, so that a coordinator restarted in
+  // between finishes this stop (Load) instead of re-adopting and restarting the job: RECOVERING
+  // (a restart) is a stored state, a cancel has its CANCEL_REQUESTED event (Cancel), a failure
+  // gets FAIL_REQUESTED here.
+  if (after == AfterStop::kFail) {
+    JobEventView failing;
+    failing.type = EventType::kFailRequested;
+    failing.message = message;
+    stored_.AddEvent(failing);
+  }
   stop_.stopping = true;
   stop_.after = after;
   stop_.message = message;
@@ -446,6 +482,9 @@ absl::Status JobRun::Cancel(const std::string& reason, const std::string& by) {
   const std::string why = !by.empty()      ? absl::StrCat("cancelled by ", by, colon_reason)
                           : reason.empty() ? std::string("cancelled by the user")
                                            : "cancelled: " + reason;
+  // A second cancel of a job already being cancelled changes nothing and stores nothing (one
+  // event per distinct stop: repeated cancels must not grow the store).
+  if (stop_.stopping && stop_.after == AfterStop::kCancel) return absl::OkStatus();
   JobEventView requested;
   requested.type = EventType::kCancelRequested;
   requested.message = by.empty() ? reason : absl::StrCat("by ", by, colon_reason);

@@ -14,6 +14,7 @@ constexpr size_t kMaxLogReadsInFlight = 256;
 bool EndsAttempt(const JobEventView& e) {
   switch (e.type) {
     case EventType::kCancelRequested:
+    case EventType::kFailRequested:
     case EventType::kHangDetected:
     case EventType::kWorkerLost:
       return true;

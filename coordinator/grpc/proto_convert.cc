@@ -48,6 +48,7 @@ v1::JobEventType ToProto(EventType type) {
     case EventType::kGuardRollback: return v1::JOB_EVENT_TYPE_GUARD_ROLLBACK;
     case EventType::kGuardFailed: return v1::JOB_EVENT_TYPE_GUARD_FAILED;
     case EventType::kPlateau: return v1::JOB_EVENT_TYPE_PLATEAU;
+    case EventType::kFailRequested: return v1::JOB_EVENT_TYPE_FAIL_REQUESTED;
     case EventType::kOther: break;
   }
   return v1::JOB_EVENT_TYPE_UNSPECIFIED;

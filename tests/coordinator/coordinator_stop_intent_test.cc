@@ -1,0 +1,128 @@
+// A stop's intent is stored before any rank is signalled, so that a coordinator restarted while
+// the ranks still stop finishes that stop instead of re-adopting and restarting the job
+// (issue 25, item 5); and a repeated cancel stores nothing new (item 6).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "coordinator/core/coordinator.h"
+#include "storage/checkpoint_fence.h"
+#include "tests/coordinator/coordinator_fixture.h"
+
+namespace deepnet::coordinator {
+namespace {
+
+using testing::CoordinatorTest;
+using ::testing::HasSubstr;
+using testing::JobYaml;
+using testing::Worker;
+
+class CoordinatorStopIntentTest : public CoordinatorTest {
+ protected:
+  // A 2x2 job RUNNING on a and b; `tasks` gets each worker's running ranks.
+  std::string RunningJob(std::map<std::string, std::vector<TaskReport>>* tasks) {
+    Worker a = AddWorker("a", 2);
+    Worker b = AddWorker("b", 2);
+    const std::string id = Submit(JobYaml(2, 2, ""));
+    coordinator_->Tick();
+    Running(a);
+    Running(b);
+    EXPECT_EQ(State(id), JobState::kRunning);
+    for (const Worker& w : {a, b}) {
+      for (const RankAssignmentData& r : w.sink->assignments.back().ranks) {
+        (*tasks)[w.id].push_back(
+            {id, 1, r.rank, TaskPhase::kRunning, 100 + r.rank, 0, r.slot_index});
+      }
+    }
+    first_a_ = a;
+    return id;
+  }
+  // The restart: a new coordinator on the same store; the workers come back listing `tasks`.
+  std::map<std::string, Worker> Restart(
+      const std::map<std::string, std::vector<TaskReport>>& tasks) {
+    Make();
+    std::map<std::string, Worker> back;
+    for (const auto& [name, listed] : tasks) back[name] = AddWorker(name, 2, listed);
+    coordinator_->Tick();
+    return back;
+  }
+  void PassReattachWindow(const std::map<std::string, Worker>& workers) {
+    const auto until = std::chrono::steady_clock::now() + options_.reattach_window +
+                       std::chrono::milliseconds(200);
+    while (std::chrono::steady_clock::now() < until) {
+      for (const auto& [name, w] : workers)
+        ASSERT_TRUE(coordinator_->OnHeartbeat(name, w.epoch, {}).ok());
+      coordinator_->Tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  int EventsOf(const std::string& id, EventType type) {
+    int n = 0;
+    for (const JobEventView& e : Events(id)) n += e.type == type ? 1 : 0;
+    return n;
+  }
+
+  Worker first_a_;
+};
+
+TEST_F(CoordinatorStopIntentTest, ACancelInterruptedByARestartIsFinishedNotUndone) {
+  std::map<std::string, std::vector<TaskReport>> tasks;
+  const std::string id = RunningJob(&tasks);
+  ASSERT_TRUE(coordinator_->Cancel(id, "not needed", "alice").ok());
+  EXPECT_EQ(EventsOf(id, EventType::kCancelRequested), 1);
+  // The coordinator stops before any rank reported its exit.
+  std::map<std::string, Worker> back = Restart(tasks);
+  // Each worker that lists a rank of the job is told to stop it; nothing is re-adopted.
+  for (const auto& [name, w] : back) {
+    ASSERT_FALSE(w.sink->cancellations.empty()) << name;
+    EXPECT_EQ(w.sink->cancellations.back().job_id, id);
+    EXPECT_THAT(w.sink->cancellations.back().reason, HasSubstr("cancelled by alice"));
+    EXPECT_TRUE(w.sink->assignments.empty()) << name;
+  }
+  PassReattachWindow(back);
+  const JobView job = *coordinator_->GetJob(id);
+  EXPECT_EQ(job.record.state, JobState::kCancelled);
+  EXPECT_THAT(job.record.state_reason, HasSubstr("cancelled by alice: not needed"));
+  EXPECT_EQ(job.record.restarts, 0);
+}
+
+TEST_F(CoordinatorStopIntentTest, AFailureInterruptedByARestartStillFails) {
+  std::map<std::string, std::vector<TaskReport>> tasks;
+  const std::string id = RunningJob(&tasks);
+  // One rank is fenced out: the job must fail without restarts; the others are being stopped.
+  const TaskReport fenced = tasks.at("a").front();
+  ASSERT_TRUE(
+      coordinator_
+          ->OnTrainerExit("a", first_a_.epoch,
+                          {id, 1, fenced.rank, storage::kFencedOutExitCode, 0, "fenced out", false})
+          .ok());
+  EXPECT_EQ(EventsOf(id, EventType::kFailRequested), 1);
+  tasks.at("a").erase(tasks.at("a").begin());
+  std::map<std::string, Worker> back = Restart(tasks);
+  PassReattachWindow(back);
+  const JobView job = *coordinator_->GetJob(id);
+  EXPECT_EQ(job.record.state, JobState::kFailed);
+  EXPECT_THAT(job.record.state_reason, HasSubstr("fenced"));
+  EXPECT_EQ(job.record.restarts, 0);
+}
+
+TEST_F(CoordinatorStopIntentTest, RepeatedCancelsStoreOneEvent) {
+  std::map<std::string, std::vector<TaskReport>> tasks;
+  const std::string id = RunningJob(&tasks);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(coordinator_->Cancel(id, "again").ok());
+  EXPECT_EQ(EventsOf(id, EventType::kCancelRequested), 1);
+}
+
+TEST_F(CoordinatorStopIntentTest, ARestartWithoutAStopStillReadoptsTheJob) {
+  std::map<std::string, std::vector<TaskReport>> tasks;
+  const std::string id = RunningJob(&tasks);
+  std::map<std::string, Worker> back = Restart(tasks);
+  EXPECT_EQ(State(id), JobState::kRunning);
+  EXPECT_EQ(coordinator_->GetJob(id)->placement.size(), 4u);
+  for (const auto& [name, w] : back) EXPECT_TRUE(w.sink->cancellations.empty()) << name;
+}
+
+}  // namespace
+}  // namespace deepnet::coordinator
