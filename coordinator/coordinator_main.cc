@@ -59,6 +59,8 @@ struct Flags {
   std::string audit_log;
   int max_streams_per_user = 64;
   int max_streams_per_admin = 1024;
+  double write_rate = 20;
+  double write_burst = 200;
   bool no_reflection = false;
 };
 
@@ -219,6 +221,8 @@ int Run(const Flags& flags) {
   JobServiceOptions job_service_options;
   job_service_options.streams.per_user = flags.max_streams_per_user;
   job_service_options.streams.per_admin = flags.max_streams_per_admin;
+  job_service_options.writes.per_second = flags.write_rate;
+  job_service_options.writes.burst = flags.write_burst;
   JobServiceImpl job_service(**coordinator, **auth, job_service_options);
   // gRPC's default, said out loud (docs/OPERATIONS.md): a larger request is refused with
   // RESOURCE_EXHAUSTED before any handler sees it.
@@ -349,6 +353,15 @@ int main(int argc, char** argv) {
   app.add_option("--max-streams-per-admin", flags.max_streams_per_admin,
                  "the same for an admin (and for everyone without --tokens-file)")
       ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  app.add_option("--write-rate", flags.write_rate,
+                 "job submissions and cancellations a user may make per second, sustained "
+                 "(admins are not limited; 0: no limit)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--write-burst", flags.write_burst,
+                 "the same, at once (a bucket of this many, refilled at --write-rate)")
+      ->check(CLI::Range(1.0, 1e6))
       ->capture_default_str();
   app.add_flag("--no-reflection", flags.no_reflection,
                "serve no gRPC server reflection (otherwise served to callers with a token)");

@@ -33,7 +33,7 @@ rpc::RequestCheckOptions CheckOptions() {
 
 JobServiceImpl::JobServiceImpl(Coordinator& coordinator, const Authenticator& auth,
                                JobServiceOptions options)
-    : coordinator_(coordinator), auth_(auth), hub_(options.streams) {
+    : coordinator_(coordinator), auth_(auth), hub_(options.streams), writes_(options.writes) {
   coordinator_.SetFeedListener([this](const std::string& job_id) { hub_.Notify(job_id); });
 }
 
@@ -122,11 +122,18 @@ absl::StatusOr<Principal> JobServiceImpl::Admit(grpc::ServerContextBase* context
   return principal;
 }
 
+absl::Status JobServiceImpl::TakeWrite(const Principal& principal) {
+  if (principal.role == Role::kAdmin) return absl::OkStatus();
+  return writes_.Take(principal.user);
+}
+
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContextBase* context,
                                        const v1::SubmitJobRequest* request,
                                        v1::SubmitJobResponse* response) {
   absl::StatusOr<Principal> principal = Admit(context, "");
   if (!principal.ok()) return ToGrpc(principal.status());
+  // Before the spec is parsed: a flood of 1 MiB specs is refused before it costs anything.
+  if (absl::Status s = TakeWrite(*principal); !s.ok()) return ToGrpc(s);
   const std::string& yaml = request->spec().config_yaml();
   if (yaml.empty()) {
     return ToGrpc(absl::InvalidArgumentError("spec.config_yaml: empty (send the job YAML)"));
@@ -222,6 +229,7 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContextBase* context,
   if (request->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
   absl::StatusOr<Principal> principal = Admit(context, request->job_id());
   if (!principal.ok()) return ToGrpc(principal.status());
+  if (absl::Status s = TakeWrite(*principal); !s.ok()) return ToGrpc(s);
   absl::StatusOr<JobView> job =
       coordinator_.Cancel(request->job_id(), request->reason(), principal->user);
   if (!job.ok()) return ToGrpc(job.status());

@@ -8,6 +8,7 @@
 #include "coordinator/auth/auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/grpc/stream_hub.h"
+#include "coordinator/grpc/write_rate_limiter.h"
 #include "deepnet/v1/job_service.grpc.pb.h"
 
 namespace deepnet::coordinator {
@@ -27,6 +28,7 @@ using RawCallbackJobService =
 
 struct JobServiceOptions {
   StreamLimits streams;
+  WriteRateLimits writes;  // SubmitJob and CancelJob per user (admins are not limited).
 };
 
 // deepnet.v1.JobService over the Coordinator, on gRPC's callback API: no call holds a thread
@@ -101,10 +103,13 @@ class JobServiceImpl final : public internal::RawCallbackJobService {
   // (read for the check) goes to *job when job is not null.
   absl::StatusOr<Principal> Admit(grpc::ServerContextBase* context, const std::string& job_id,
                                   JobView* job = nullptr);
+  // Takes one of the principal's writes (WriteRateLimiter); admins are not limited.
+  absl::Status TakeWrite(const Principal& principal);
 
   Coordinator& coordinator_;
   const Authenticator& auth_;
   StreamHub hub_;
+  WriteRateLimiter writes_;
 };
 
 }  // namespace deepnet::coordinator
