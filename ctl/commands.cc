@@ -147,7 +147,8 @@ int RunWorkers(const CommandContext& ctx) {
 int RunWatch(const std::string& job_id, const CommandContext& ctx) {
   WatchOptions options = ctx.watch;
   options.format = ctx.format;
-  JobWatcher watcher(ctx.client, options, *ctx.out, *ctx.err);
+  JobWatcher watcher(ctx.client, options, *ctx.out, *ctx.err,
+                     ctx.terminal != nullptr ? ctx.terminal : ctx.out);
   return watcher.Run(job_id);
 }
 

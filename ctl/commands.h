@@ -25,6 +25,7 @@ struct CommandContext {
   WatchOptions watch;
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
+  std::ostream* terminal = nullptr;  // CtlEnvironment::terminal; null: out.
   // Unix seconds now, for the runtime of running jobs.
   std::function<int64_t()> now_s;
 };

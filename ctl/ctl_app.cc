@@ -250,6 +250,7 @@ int RunDeepnetctl(int argc, const char* const* argv, const CtlEnvironment& env) 
   if (timeout.count() > 0) ctx.watch.reconnect_window = timeout;
   ctx.out = env.out;
   ctx.err = env.err;
+  ctx.terminal = env.terminal != nullptr ? env.terminal : env.out;
   ctx.now_s = [] {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())

@@ -18,6 +18,10 @@ struct CtlEnvironment {
   int terminal_width = 80;
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
+  // Standard output unescaped, for deepnetctl's own terminal control only (watch redraws its
+  // progress line with CR and ESC [K); `out` may escape control characters
+  // (ctl/terminal_escape.h). Null: out. Both must reach the same stream in order.
+  std::ostream* terminal = nullptr;
   // What `deepnetctl --version` prints; empty: no --version flag.
   std::string version;
 };

@@ -17,8 +17,12 @@ constexpr const char* kClearLine = "\r\033[K";
 }  // namespace
 
 JobWatcher::JobWatcher(JobClient* client, const WatchOptions& options, std::ostream& out,
-                       std::ostream& err)
-    : client_(client), options_(options), out_(out), err_(err) {}
+                       std::ostream& err, std::ostream* terminal)
+    : client_(client),
+      options_(options),
+      out_(out),
+      err_(err),
+      terminal_(terminal != nullptr ? *terminal : out) {}
 
 int JobWatcher::Run(const std::string& job_id) {
   std::thread metrics([this, job_id] { MetricsLoop(job_id); });
@@ -161,7 +165,7 @@ void JobWatcher::OnMetrics(const v1::StreamMetricsResponse& response) {
 
 void JobWatcher::Note(const std::string& line) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (drawn_) out_ << kClearLine << std::flush;
+  if (drawn_) ClearLine();
   err_ << line << std::endl;
   if (drawn_) {
     drawn_ = false;
@@ -177,8 +181,13 @@ void JobWatcher::FinishOutput(const std::string& job_id) {
   out_ << "job " << job_id << " ended " << StateName(view_.state) << std::endl;
 }
 
+void JobWatcher::ClearLine() {
+  out_ << std::flush;  // What came before reaches the terminal first.
+  terminal_ << kClearLine << std::flush;
+}
+
 void JobWatcher::PrintLine(const std::string& line) {
-  if (drawn_) out_ << kClearLine;
+  if (drawn_) ClearLine();
   drawn_ = false;
   out_ << line << '\n';
 }
@@ -188,7 +197,8 @@ void JobWatcher::Redraw() {
     out_ << std::flush;
     return;
   }
-  out_ << kClearLine << RenderProgressLine(view_, options_.width - 1) << std::flush;
+  ClearLine();
+  out_ << RenderProgressLine(view_, options_.width - 1) << std::flush;
   drawn_ = true;
 }
 

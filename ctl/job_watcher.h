@@ -35,7 +35,10 @@ struct WatchOptions {
 // One use per object (Run once). Run blocks; the object is not otherwise thread-safe.
 class JobWatcher {
  public:
-  JobWatcher(JobClient* client, const WatchOptions& options, std::ostream& out, std::ostream& err);
+  // `terminal`: where the progress line's own CR and ESC [K go (unescaped, the same stream as
+  // `out`); null: out.
+  JobWatcher(JobClient* client, const WatchOptions& options, std::ostream& out, std::ostream& err,
+             std::ostream* terminal = nullptr);
   JobWatcher(const JobWatcher&) = delete;
   JobWatcher& operator=(const JobWatcher&) = delete;
 
@@ -52,6 +55,7 @@ class JobWatcher {
   void FinishOutput(const std::string& job_id);
   // With mu_ held.
   void PrintLine(const std::string& line);
+  void ClearLine();  // kClearLine on terminal_, after flushing out_.
   void Redraw();
   void PrintDocument(const google::protobuf::Message& message);
 
@@ -59,6 +63,7 @@ class JobWatcher {
   const WatchOptions options_;
   std::ostream& out_;
   std::ostream& err_;
+  std::ostream& terminal_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "ctl/ctl_app.h"
+#include "ctl/terminal_escape.h"
 #include "version/deepnet_version.h"
 
 int main(int argc, char** argv) {
@@ -21,7 +22,17 @@ int main(int argc, char** argv) {
   if (env.stdout_is_tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
     env.terminal_width = size.ws_col;
   }
-  env.out = &std::cout;
-  env.err = &std::cerr;
-  return deepnet::ctl::RunDeepnetctl(argc, argv, env);
+  // Everything deepnetctl prints passes through the escaping (ctl/terminal_escape.h): names,
+  // reasons and logs come from other users and their trainers.
+  deepnet::ctl::EscapingStreambuf out_escape(std::cout.rdbuf());
+  deepnet::ctl::EscapingStreambuf err_escape(std::cerr.rdbuf());
+  std::ostream out(&out_escape);
+  std::ostream err(&err_escape);
+  env.out = &out;
+  env.err = &err;
+  env.terminal = &std::cout;
+  const int code = deepnet::ctl::RunDeepnetctl(argc, argv, env);
+  out.flush();
+  err.flush();
+  return code;
 }

@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +64,69 @@ int RunBinary(const std::vector<std::string>& args, const std::vector<std::strin
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Runs the binary with `args` and `env` (plus PATH), its standard output into `out_path`
+// (through /bin/sh's redirection); returns its exit status.
+int RunBinaryCapturing(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                       const std::string& out_path) {
+  std::string shell = "/bin/sh";
+  std::string dash_c = "-c";
+  std::string script = "exec \"$0\" \"$@\" > \"$DEEPNETCTL_OUT\" 2>/dev/null";
+  std::string binary = DEEPNETCTL_BINARY;
+  std::vector<std::string> args_copy = args;
+  std::vector<char*> argv = {shell.data(), dash_c.data(), script.data(), binary.data()};
+  for (auto& a : args_copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_copy = env;
+  env_copy.push_back("DEEPNETCTL_OUT=" + out_path);
+  env_copy.push_back("PATH=/usr/bin:/bin");
+  std::vector<char*> envp;
+  for (auto& e : env_copy) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(DeepnetctlBinaryTest, ControlCharactersFromOthersReachTheTerminalEscaped) {
+  testing::FakeServer server;
+  ASSERT_TRUE(server.ok());
+  testing::FakeJobService& fake = server.service();
+  fake.job = MakeJob("j-1", v1::JOB_STATE_RUNNING);
+  // A name and a reason as another user's job (or its trainer) could make them: clear the
+  // screen, an 8-bit CSI, a carriage return that would overwrite the line.
+  fake.job.mutable_spec()->set_name("evil\x1b[2J\xc2\x9b" "31m\rok");
+  fake.job.set_message("rank 0 said \x07\x1b]0;title\x07 bye");
+  char path[] = "/tmp/deepnetctl-out-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_EQ(RunBinaryCapturing({"get", "j-1", "--coordinator", server.address()}, {}, path), 0);
+  std::string text;
+  {
+    FILE* f = fopen(path, "rb");
+    ASSERT_NE(f, nullptr);
+    char buffer[4096];
+    size_t n = 0;
+    while ((n = fread(buffer, 1, sizeof(buffer), f)) > 0) text.append(buffer, n);
+    fclose(f);
+  }
+  unlink(path);
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    EXPECT_TRUE(u >= 0x20 || c == '\n' || c == '\t') << "control byte " << int(u) << " in:\n"
+                                                       << text;
+    EXPECT_NE(u, 0x7F);
+  }
+  EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << text;
+  EXPECT_THAT(text, ::testing::HasSubstr("evil\\x1b[2J\\u009b31m\\x0dok"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\\x07\\x1b]0;title\\x07"));
+}
 
 TEST(DeepnetctlBinaryTest, ExitCodesAsDocumented) {
   testing::FakeServer server;
