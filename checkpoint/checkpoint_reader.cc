@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/durable_file.h"
 #include "storage/checkpoint_folder.h"
+#include "storage/scoped_fd.h"
 
 namespace deepnet::checkpoint {
 namespace {
@@ -20,20 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// Closes a file descriptor on scope exit.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using storage::ScopedFd;
 
 std::string Sha256Of(const void* data, size_t size) {
   Sha256 sha;

@@ -9,25 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/retry_on_eintr.h"
+#include "storage/scoped_fd.h"
 
 namespace deepnet::storage {
 
 namespace {
-
-// Closes the descriptor on every return path.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 const char* KindOf(mode_t mode) {
   if (S_ISDIR(mode)) return "a folder";
@@ -52,7 +38,7 @@ absl::StatusOr<std::string> ReadGuardedFile(const std::string& path, size_t max_
     }
     return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
   }
-  const Fd fd(raw);
+  const ScopedFd fd(raw);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", path));

@@ -38,9 +38,8 @@ void WriteCorpus(const std::string& dir) {
   }
 }
 
-TEST(ShardPipelineTest, PrepareTrainEvaluateTranslate) {
-  TempDir dir;
-  WriteCorpus(dir / "corpus");
+// `deepnet data prepare` of DIR/corpus into DIR/shards (a 120-piece vocabulary).
+void PrepareShards(const TempDir& dir) {
   data::ShardBuildOptions prepare;
   prepare.input_dir = dir / "corpus";
   prepare.output_dir = dir / "shards";
@@ -50,6 +49,12 @@ TEST(ShardPipelineTest, PrepareTrainEvaluateTranslate) {
   prepare.num_threads = 1;
   std::ostringstream out, err;
   ASSERT_EQ(RunPrepare(prepare, out, err), kExitOk) << err.str();
+}
+
+TEST(ShardPipelineTest, PrepareTrainEvaluateTranslate) {
+  TempDir dir;
+  WriteCorpus(dir / "corpus");
+  ASSERT_NO_FATAL_FAILURE(PrepareShards(dir));
   auto index = nlohmann::json::parse(std::ifstream(dir / "shards/shards.json"));
   EXPECT_EQ(index["vocab_size"], 120);
 
@@ -106,15 +111,7 @@ TEST(ShardPipelineTest, EvalNeedsExactlyOneSource) {
 TEST(ShardPipelineTest, ShardIndexEntriesResolveOnlyInsideTheFolder) {
   TempDir dir;
   WriteCorpus(dir / "corpus");
-  data::ShardBuildOptions prepare;
-  prepare.input_dir = dir / "corpus";
-  prepare.output_dir = dir / "shards";
-  prepare.vocab_size = 120;
-  prepare.training_sentences = 2000;
-  prepare.max_len = 48;
-  prepare.num_threads = 1;
-  std::ostringstream out, err;
-  ASSERT_EQ(RunPrepare(prepare, out, err), kExitOk) << err.str();
+  ASSERT_NO_FATAL_FAILURE(PrepareShards(dir));
   const std::string index_path = dir / "shards/shards.json";
   const nlohmann::json original = nlohmann::json::parse(std::ifstream(index_path));
   job::DataConfig config;

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -27,9 +26,11 @@ using testing::MakeJob;
 using testing::Snapshot;
 using testing::StateChange;
 
-// Runs the binary with `args` and `env` (plus PATH), output to /dev/null; returns its exit
-// status, or -1 if it had to be killed after 60 s (it must never hang).
-int RunBinary(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+// Runs the binary with `args` and `env` (plus PATH), its standard output to `out_path` (empty:
+// /dev/null) and its standard error to /dev/null; returns its exit status, or -1 if it had to
+// be killed after 60 s (it must never hang).
+int RunBinary(const std::vector<std::string>& args, const std::vector<std::string>& env,
+              const std::string& out_path = "") {
   std::vector<char*> argv;
   std::string binary = DEEPNETCTL_BINARY;
   argv.push_back(binary.data());
@@ -46,7 +47,8 @@ int RunBinary(const std::vector<std::string>& args, const std::vector<std::strin
   if (pid == 0) {
     setpgid(0, 0);
     const int null = open("/dev/null", O_WRONLY);
-    dup2(null, STDOUT_FILENO);
+    const int out = out_path.empty() ? null : open(out_path.c_str(), O_WRONLY | O_TRUNC);
+    dup2(out, STDOUT_FILENO);
     dup2(null, STDERR_FILENO);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
@@ -64,35 +66,6 @@ int RunBinary(const std::vector<std::string>& args, const std::vector<std::strin
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// Runs the binary with `args` and `env` (plus PATH), its standard output into `out_path`
-// (through /bin/sh's redirection); returns its exit status.
-int RunBinaryCapturing(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                       const std::string& out_path) {
-  std::string shell = "/bin/sh";
-  std::string dash_c = "-c";
-  std::string script = "exec \"$0\" \"$@\" > \"$DEEPNETCTL_OUT\" 2>/dev/null";
-  std::string binary = DEEPNETCTL_BINARY;
-  std::vector<std::string> args_copy = args;
-  std::vector<char*> argv = {shell.data(), dash_c.data(), script.data(), binary.data()};
-  for (auto& a : args_copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_copy = env;
-  env_copy.push_back("DEEPNETCTL_OUT=" + out_path);
-  env_copy.push_back("PATH=/usr/bin:/bin");
-  std::vector<char*> envp;
-  for (auto& e : env_copy) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST(DeepnetctlBinaryTest, ControlCharactersFromOthersReachTheTerminalEscaped) {
   testing::FakeServer server;
   ASSERT_TRUE(server.ok());
@@ -106,7 +79,7 @@ TEST(DeepnetctlBinaryTest, ControlCharactersFromOthersReachTheTerminalEscaped) {
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
   close(fd);
-  ASSERT_EQ(RunBinaryCapturing({"get", "j-1", "--coordinator", server.address()}, {}, path), 0);
+  ASSERT_EQ(RunBinary({"get", "j-1", "--coordinator", server.address()}, {}, path), 0);
   std::string text;
   {
     FILE* f = fopen(path, "rb");
