@@ -69,6 +69,8 @@ struct ChildSetup {
   bool switch_account = false;
   uid_t uid = 0;
   gid_t gid = 0;
+  const TrainerLimit* limits = nullptr;
+  size_t limit_count = 0;
 };
 
 enum ChildStep : int {
@@ -77,6 +79,7 @@ enum ChildStep : int {
   kStepFds,
   kStepDescriptors,
   kStepChdir,
+  kStepLimits,
   kStepGroups,
   kStepGid,
   kStepUid,
@@ -95,6 +98,8 @@ const char* ChildStepName(int step) {
       return "close-on-exec of inherited descriptors";
     case kStepChdir:
       return "chdir";
+    case kStepLimits:
+      return "setrlimit";
     case kStepGroups:
       return "setgroups";
     case kStepGid:
@@ -160,6 +165,15 @@ bool CloseOnExecFrom(int first) {
   }
   if (!CloseOnExecFrom(STDERR_FILENO + 1)) ChildFailed(s.status_fd, kStepDescriptors);
   if (s.work_dir != nullptr && chdir(s.work_dir) != 0) ChildFailed(s.status_fd, kStepChdir);
+  // Before the account switch: a root daemon may raise a limit, the trainer's account may not.
+  for (size_t i = 0; i < s.limit_count; ++i) {
+    const struct rlimit limit = {static_cast<rlim_t>(s.limits[i].value),
+                                 static_cast<rlim_t>(s.limits[i].value)};
+    using Resource = decltype(RLIMIT_CORE);  // glibc's enum, an int elsewhere.
+    if (setrlimit(static_cast<Resource>(s.limits[i].resource), &limit) != 0) {
+      ChildFailed(s.status_fd, kStepLimits);
+    }
+  }
   if (s.switch_account) {
     const gid_t groups[1] = {s.gid};
     if (syscall(SYS_setgroups, 1, groups) != 0) ChildFailed(s.status_fd, kStepGroups);
@@ -264,6 +278,8 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(const Trai
   setup.stderr_fd = err_fd;
   setup.status_fd = status_pipe[1];
   setup.switch_account = launch.account.has_value();
+  setup.limits = launch.limits.data();
+  setup.limit_count = launch.limits.size();
   if (launch.account) {
     setup.uid = launch.account->uid;
     setup.gid = launch.account->gid;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,13 @@ struct TrainerAccount {
   gid_t gid = 0;
 };
 
+// One resource limit for a trainer: RLIMIT_CORE, RLIMIT_NOFILE, RLIMIT_AS, ... and its value
+// (soft and hard alike).
+struct TrainerLimit {
+  int resource = 0;
+  uint64_t value = 0;
+};
+
 struct TrainerLaunch {
   // Absolute (or PATH-relative when it has no '/') path of the program.
   std::string executable;
@@ -41,6 +49,8 @@ struct TrainerLaunch {
   // When set, the child drops to this account (supplementary groups: gid alone) between fork
   // and exec; needs a root daemon. Unset: it runs as the daemon.
   std::optional<TrainerAccount> account;
+  // Resource limits (setrlimit, soft and hard) set in the child before the exec.
+  std::vector<TrainerLimit> limits;
 };
 
 // How a trainer ended.

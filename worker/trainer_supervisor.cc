@@ -1,10 +1,9 @@
 #include "worker/trainer_supervisor.h"
 
 #include <pwd.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "job/job_config.h"
@@ -27,10 +27,10 @@ namespace deepnet::worker {
 // What the trainer's reader thread found; shared with it, hence its own lock.
 struct TaskOutput {
   std::mutex mu;
-  std::vector<MetricPoint> points;  // Guarded by mu.
-  std::vector<int64_t> checkpoints;  // Guarded by mu.
-  int64_t step = 0;                  // Guarded by mu.
-  int64_t newest_checkpoint = 0;     // Guarded by mu: written or resumed from.
+  std::vector<MetricPoint> points;    // Guarded by mu.
+  std::vector<int64_t> checkpoints;   // Guarded by mu.
+  int64_t step = 0;                   // Guarded by mu.
+  int64_t newest_checkpoint = 0;      // Guarded by mu: written or resumed from.
   std::optional<int64_t> start_step;  // Guarded by mu.
   PendingTrainerValues pending;       // Guarded by mu.
 
@@ -135,6 +135,30 @@ absl::Status PrepareFolders(const AssignmentSpec& spec, const std::string& attem
 
 }  // namespace
 
+bool InheritedByTrainers(const std::string& name, const std::vector<std::string>& extra) {
+  static constexpr const char* kNames[] = {"PATH", "LANG",   "LANGUAGE",
+                                           "TZ",   "TMPDIR", "LD_LIBRARY_PATH"};
+  static constexpr const char* kPrefixes[] = {
+      "LC_",  "DEEPNET_",  "CUDA_", "NCCL_",  "GLOO_",    "NVIDIA_", "OMP_", "KMP_",
+      "MKL_", "OPENBLAS_", "GOTO_", "TORCH_", "PYTORCH_", "UCX_",    "FI_",  "TP_"};
+  for (const char* allowed : kNames) {
+    if (name == allowed) return true;
+  }
+  for (const char* prefix : kPrefixes) {
+    if (absl::StartsWith(name, prefix)) return true;
+  }
+  for (const std::string& pattern : extra) {
+    if (!pattern.empty() && pattern.back() == '*') {
+      if (absl::StartsWith(name, absl::string_view(pattern).substr(0, pattern.size() - 1))) {
+        return true;
+      }
+    } else if (name == pattern) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool IsSafeJobId(const std::string& job_id) {
   if (job_id.empty() || job_id.size() > 128 || job_id == "." || job_id == "..") return false;
   return std::all_of(job_id.begin(), job_id.end(), [](char c) {
@@ -161,6 +185,7 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   for (const std::string& entry : options_.base_env) {
     const std::string name = NameOf(entry);
     if (name.empty() || name.size() == entry.size()) continue;
+    if (!InheritedByTrainers(name, options_.trainer_env)) continue;
     vars[name] = entry.substr(name.size() + 1);
   }
   for (const char* name : kOwnedVariables) vars.erase(name);
@@ -269,6 +294,7 @@ absl::Status TrainerSupervisor::StartRank(const AssignmentSpec& spec, const Rank
   launch.stdout_log = stem + ".stdout.log";
   launch.stderr_log = stem + ".stderr.log";
   launch.account = account;
+  launch.limits = options_.limits;
   auto task = std::make_shared<Task>();
   task->rank = rank;
   task->output = std::make_shared<TaskOutput>();

@@ -18,6 +18,7 @@
 #include "job/stop_exit.h"
 #include "worker/host_resources.h"
 #include "worker/trainer_output_parser.h"
+#include "worker/trainer_process.h"
 
 namespace deepnet::storage {
 class StoragePolicy;
@@ -37,8 +38,15 @@ struct SupervisorOptions {
   // "" keeps the daemon's.
   std::string trainer_cwd;
   std::vector<SlotInfo> slots;
-  // The daemon's environment (NAME=VALUE); the trainers get it plus their DEEPNET_* variables.
+  // The daemon's environment (NAME=VALUE). The trainers get only the variables of it that
+  // InheritedByTrainers allows (an allow-list: locale, PATH, library paths and the knobs of
+  // CUDA, NCCL, Gloo, OpenMP, BLAS and LibTorch), then their own DEEPNET_* variables.
   std::vector<std::string> base_env;
+  // More names (NAME, or a prefix ending in '*') the trainers inherit (--trainer-env).
+  std::vector<std::string> trainer_env;
+  // Resource limits every trainer gets (--trainer-core-size, --trainer-max-open-files,
+  // --trainer-max-address-space).
+  std::vector<TrainerLimit> limits;
   // Passed to trainers as DEEPNET_TOKEN / DEEPNET_CA_CERT / DEEPNET_TLS_SERVER_NAME /
   // DEEPNET_ADVERTISE_ADDRESS when non-empty (never inherited from base_env).
   std::string token;
@@ -199,5 +207,10 @@ class TrainerSupervisor {
 
 // Whether `job_id` can name a folder: 1..128 of [A-Za-z0-9._-], not "." or "..".
 bool IsSafeJobId(const std::string& job_id);
+
+// Whether a trainer inherits the daemon's variable `name`: the allow-list above, or one of
+// `extra` (NAME, or PREFIX* ). Anything else of the daemon's (credentials, cloud keys,
+// LD_PRELOAD, the daemon's own settings) stays with the daemon.
+bool InheritedByTrainers(const std::string& name, const std::vector<std::string>& extra);
 
 }  // namespace deepnet::worker

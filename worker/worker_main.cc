@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -113,6 +114,30 @@ int main(int argc, char** argv) {
                  "Check every job path against the storage layout under DIR before starting a "
                  "trainer (users/<user>/, teams/<team>/); creates DIR/users/<user>/ on first use")
       ->envname("DEEPNET_STORAGE_ROOT");
+  std::vector<std::string> trainer_env;
+  app.add_option("--trainer-env", trainer_env,
+                 "a variable of this daemon's environment the trainers inherit too (NAME, or a "
+                 "prefix ending in '*'; repeatable); beyond these they inherit only PATH, LANG, "
+                 "LC_*, TZ, TMPDIR, LD_LIBRARY_PATH and DEEPNET_, CUDA_, NCCL_, GLOO_, NVIDIA_, "
+                 "OMP_, KMP_, MKL_, OPENBLAS_, GOTO_, TORCH_, PYTORCH_, UCX_, FI_, TP_ variables")
+      ->envname("DEEPNET_TRAINER_ENV")
+      ->delimiter(',');
+  // Trainers dump no core by default: a core holds the trainer's memory, its credentials too.
+  uint64_t trainer_core_size = 0;
+  uint64_t trainer_max_open_files = 0;
+  uint64_t trainer_max_address_space = 0;
+  app.add_option("--trainer-core-size", trainer_core_size,
+                 "largest core file a trainer may dump, in bytes (RLIMIT_CORE; 0: none)")
+      ->envname("DEEPNET_TRAINER_CORE_SIZE")
+      ->capture_default_str();
+  app.add_option("--trainer-max-open-files", trainer_max_open_files,
+                 "descriptors a trainer may hold open (RLIMIT_NOFILE; 0: as this daemon)")
+      ->envname("DEEPNET_TRAINER_MAX_OPEN_FILES")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20));
+  app.add_option("--trainer-max-address-space", trainer_max_address_space,
+                 "bytes of address space a trainer may map (RLIMIT_AS; 0: no limit; not for GPU "
+                 "slots: CUDA maps far more address space than it uses)")
+      ->envname("DEEPNET_TRAINER_MAX_ADDRESS_SPACE");
   app.add_option("--trainer-user", account.user,
                  "Unprivileged account trainers run as when the job's owner has no uid= in the "
                  "tokens file (a root daemon never runs trainers as root)")
@@ -143,6 +168,12 @@ int main(int argc, char** argv) {
   options.token = *resolved;
 
   worker::SupervisorOptions& sup = options.supervisor;
+  sup.trainer_env = trainer_env;
+  sup.limits.push_back({RLIMIT_CORE, trainer_core_size});
+  if (trainer_max_open_files > 0) sup.limits.push_back({RLIMIT_NOFILE, trainer_max_open_files});
+  if (trainer_max_address_space > 0) {
+    sup.limits.push_back({RLIMIT_AS, trainer_max_address_space});
+  }
   sup.trainer = trainer.empty() ? DefaultTrainer() : trainer;
   if (access(sup.trainer.c_str(), X_OK) != 0) {
     return Fail("--trainer " + sup.trainer + ": not an executable file");

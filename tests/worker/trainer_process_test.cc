@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -179,6 +180,24 @@ TEST_F(TrainerProcessTest, RunsInItsOwnSessionWithOnlyTheStandardDescriptors) {
   EXPECT_EQ(ids[0], ids[1]) << "the trainer's session id is not its own pid";
   EXPECT_EQ(ids[1], std::to_string(process->pid()));
   EXPECT_EQ(testing::ReadFile(dir_.path() + "/leaked"), "closed\n");
+}
+
+// The worker's --trainer-core-size and --trainer-max-open-files reach the trainer as hard
+// limits: no core file (it would hold the trainer's memory), at most 64 descriptors.
+TEST_F(TrainerProcessTest, ResourceLimitsAreSetBeforeTheExec) {
+  const std::string probe = dir_.path() + "/limits.sh";
+  std::ofstream(probe) << "#!/bin/sh\nulimit -c > " << dir_.path() << "/limits\nulimit -n >> "
+                       << dir_.path() << "/limits\nulimit -H -c >> " << dir_.path() << "/limits\n";
+  ASSERT_EQ(::chmod(probe.c_str(), 0755), 0);
+  TrainerLaunch launch = Launch("exit");
+  launch.executable = probe;
+  launch.limits = {{RLIMIT_CORE, 0}, {RLIMIT_NOFILE, 64}};
+  auto process = MustStart(launch);
+  ASSERT_NE(process, nullptr);
+  std::optional<TrainerExitStatus> exit = WaitExit(*process);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 0);
+  EXPECT_EQ(testing::ReadFile(dir_.path() + "/limits"), "0\n64\n0\n");
 }
 
 TEST(TailOfFileTest, KeepsTheLastLines) {

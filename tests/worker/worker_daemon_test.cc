@@ -2,8 +2,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -15,6 +15,7 @@ namespace {
 
 namespace v1 = deepnet::v1;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 using testing::FakeCoordinator;
 using testing::ProcessAlive;
@@ -45,6 +46,7 @@ class WorkerDaemonTest : public ::testing::Test {
     options.supervisor.base_env.insert(options.supervisor.base_env.end(), extra_env_.begin(),
                                        extra_env_.end());
     options.supervisor.token = "worker-secret";
+    options.supervisor.trainer_env = trainer_env_;
     options.max_backoff = 500ms;
     auto daemon = WorkerDaemon::Create(options);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
@@ -63,7 +65,8 @@ class WorkerDaemonTest : public ::testing::Test {
   }
 
   std::vector<SlotInfo> slots_ = {{0, false, -1}, {1, false, -1}};
-  std::vector<std::string> extra_env_;  // Appended to the daemon's environment.
+  std::vector<std::string> extra_env_;    // Appended to the daemon's environment.
+  std::vector<std::string> trainer_env_;  // --trainer-env
 
   v1::CoordinatorMessage Assignment(const std::string& job, int attempt,
                                     std::vector<std::pair<int, int>> rank_slots,
@@ -175,6 +178,47 @@ class WorkerDaemonGpuSlotTest : public WorkerDaemonTest {
   }
 };
 
+// The trainers inherit only the allow-listed part of the daemon's environment, and what
+// --trainer-env adds: a cloud credential, LD_PRELOAD or an admin's variable stays behind.
+class WorkerDaemonEnvTest : public WorkerDaemonTest {
+ protected:
+  WorkerDaemonEnvTest() {
+    extra_env_ = {"AWS_SECRET_ACCESS_KEY=admin-secret",
+                  "LD_PRELOAD=/nonexistent.so",
+                  "OMP_NUM_THREADS=3",
+                  "LC_ALL=C.UTF-8",
+                  "SITE_PROXY=http://p",
+                  "SITE_MIRROR=http://m",
+                  "NCCL_DEBUG=INFO"};
+    trainer_env_ = {"SITE_*"};
+  }
+};
+
+TEST_F(WorkerDaemonEnvTest, TrainersInheritOnlyTheAllowListAndTrainerEnv) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().Send(Assignment("job-v", 1, {{0, 0}}, "run"));
+  ASSERT_TRUE(WaitForFile(fake_dir_ + "/ready-0"));
+  const std::string names = ReadFile(fake_dir_ + "/names-0");
+  for (const char* kept : {"PATH\n", "OMP_NUM_THREADS\n", "LC_ALL\n", "NCCL_DEBUG\n",
+                           "SITE_PROXY\n", "SITE_MIRROR\n", "DEEPNET_RANK\n", "FAKE_MODE\n"}) {
+    EXPECT_THAT(names, HasSubstr(kept));
+  }
+  for (const char* dropped : {"AWS_SECRET_ACCESS_KEY", "LD_PRELOAD", "KEEP_ME"}) {
+    EXPECT_THAT(names, Not(HasSubstr(dropped)));
+  }
+}
+
+TEST(InheritedByTrainersTest, NamesPrefixesAndExtraPatterns) {
+  EXPECT_TRUE(InheritedByTrainers("PATH", {}));
+  EXPECT_TRUE(InheritedByTrainers("CUDA_VISIBLE_DEVICES", {}));
+  EXPECT_FALSE(InheritedByTrainers("PATHX", {}));
+  EXPECT_FALSE(InheritedByTrainers("HOME", {}));
+  EXPECT_FALSE(InheritedByTrainers("KUBERNETES_SERVICE_HOST", {}));
+  EXPECT_TRUE(InheritedByTrainers("HOME", {"HOME"}));
+  EXPECT_TRUE(InheritedByTrainers("SITE_X", {"SITE_*"}));
+  EXPECT_FALSE(InheritedByTrainers("SIT", {"SITE_*"}));
+}
+
 TEST_F(WorkerDaemonGpuSlotTest, EachTrainerSeesOnlyItsSlotsGpu) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   v1::CoordinatorMessage message = Assignment("job-g", 1, {{0, 0}, {1, 1}}, "run");
@@ -209,8 +253,8 @@ TEST_F(WorkerDaemonTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
   EXPECT_EQ(env1,
             "DEEPNET_ATTEMPT=1\nDEEPNET_JOB_ID=job-a\nDEEPNET_LOCAL_RANK=0\nDEEPNET_LOCAL_SIZE=2\n"
             "DEEPNET_RANK=1\nDEEPNET_RENDEZVOUS=grpc://10.0.0.9:7070\n"
-            "DEEPNET_TOKEN=worker-secret\nDEEPNET_WORKER_PID=" + std::to_string(getpid()) +
-                "\nDEEPNET_WORLD_SIZE=4\n");
+            "DEEPNET_TOKEN=worker-secret\nDEEPNET_WORKER_PID=" +
+                std::to_string(getpid()) + "\nDEEPNET_WORLD_SIZE=4\n");
   EXPECT_THAT(ReadFile(fake_dir_ + "/env-3"), HasSubstr("DEEPNET_LOCAL_RANK=1\n"));
   ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
     for (const auto& x : m) {

@@ -39,7 +39,7 @@ class TempDir {
 };
 
 // Stands in for `deepnet train --config FILE --log-format json`. It records its arguments,
-// DEEPNET_* environment and CUDA_VISIBLE_DEVICES, pid and uid under $FAKE_DIR (files ending in
+// DEEPNET_* environment and CUDA_VISIBLE_DEVICES, the names of all its variables (names-RANK), pid and uid under $FAKE_DIR (files ending in
 // -RANK), whether it could write the file $FAKE_TOUCH (touch-RANK: yes/no), prints two step lines
 // and a checkpoint line like the real trainer, one stderr line, optionally starts a grandchild
 // that ignores SIGTERM ($FAKE_GRANDCHILD), then per $FAKE_MODE: "exit" ($FAKE_EXIT_CODE),
@@ -48,6 +48,7 @@ class TempDir {
 inline constexpr char kFakeTrainer[] = R"(#!/bin/sh
 echo "$*" > "$FAKE_DIR/args-$DEEPNET_RANK"
 env | grep -E '^(DEEPNET_|CUDA_VISIBLE_DEVICES=)' | sort > "$FAKE_DIR/env-$DEEPNET_RANK"
+env | cut -d= -f1 | sort > "$FAKE_DIR/names-$DEEPNET_RANK"
 echo "$$" > "$FAKE_DIR/pid-$DEEPNET_RANK"
 id -u > "$FAKE_DIR/uid-$DEEPNET_RANK"
 if [ -n "$FAKE_TOUCH" ]; then
