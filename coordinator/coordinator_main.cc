@@ -85,9 +85,17 @@ std::string Hostname() {
   return name;
 }
 
-// SIGHUP: reads the limits file again (a bad one keeps the limits in force) and reopens the
-// audit log (after rotation).
-void Reload(const Flags& flags, Coordinator& coordinator, AuditLog* audit) {
+// SIGHUP: reads the tokens file and the limits file again (a bad one keeps what is in force)
+// and reopens the audit log (after rotation).
+void Reload(const Flags& flags, Coordinator& coordinator, Authenticator& auth, AuditLog* audit) {
+  if (!flags.tokens_file.empty()) {
+    if (absl::Status s = auth.Reload(flags.tokens_file); s.ok()) {
+      spdlog::info("SIGHUP: {} tokens in force from {} (streams of removed tokens end)",
+                   auth.num_tokens(), flags.tokens_file);
+    } else {
+      spdlog::error("SIGHUP: keeping the tokens in force; {}", std::string(s.message()));
+    }
+  }
   if (!flags.limits_file.empty()) {
     absl::StatusOr<LimitsConfig> loaded = LoadLimitsFile(flags.limits_file);
     if (loaded.ok()) {
@@ -259,7 +267,7 @@ int Run(const Flags& flags) {
   sigaddset(&signals, SIGHUP);
   int signal_number = 0;
   while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
-    Reload(flags, **coordinator, audit.get());
+    Reload(flags, **coordinator, **auth, audit.get());
   }
   spdlog::info("deepnet-coordinator: signal {}, shutting down (jobs keep running)", signal_number);
   (*coordinator)->Shutdown();

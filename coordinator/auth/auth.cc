@@ -87,6 +87,13 @@ absl::Status ApplyOption(absl::string_view field, Principal* principal) {
       absl::StrCat("unknown option '", key, "' (expected teams, uid, gid or expires)"));
 }
 
+// A token's id in a Principal: a hash, so that the token itself is kept in one place only.
+uint64_t TokenId(absl::string_view token) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
+  for (unsigned char c : token) h = (h ^ c) * 1099511628211ULL;
+  return h == 0 ? 1 : h;
+}
+
 // The fields of a principal that every line of one user must repeat identically.
 bool SameAccount(const Principal& a, const Principal& b) {
   return a.teams == b.teams && a.uid == b.uid && a.gid == b.gid;
@@ -187,6 +194,47 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Load(const std::st
   return std::unique_ptr<Authenticator>(new Authenticator(false, std::move(entries)));
 }
 
+size_t Authenticator::num_tokens() const { return Entries()->size(); }
+
+std::shared_ptr<const std::vector<Authenticator::Entry>> Authenticator::Entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_;
+}
+
+absl::Status Authenticator::Reload(const std::string& tokens_file) {
+  if (open_) {
+    return absl::FailedPreconditionError(
+        "the coordinator runs without --tokens-file: restart it with one to check tokens");
+  }
+  absl::StatusOr<std::unique_ptr<Authenticator>> fresh = Load(tokens_file);
+  if (!fresh.ok()) return fresh.status();
+  if ((*fresh)->open_) {
+    return absl::InvalidArgumentError("--tokens-file: empty path; keeping the tokens in force");
+  }
+  std::shared_ptr<const std::vector<Entry>> entries = (*fresh)->Entries();
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_ = std::move(entries);
+  return absl::OkStatus();
+}
+
+absl::Status Authenticator::StillValid(const Principal& principal, absl::Time now) const {
+  if (open_) return absl::OkStatus();
+  if (now >= principal.expires) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the token of user '", principal.user, "' expired at ",
+        absl::FormatTime(absl::RFC3339_sec, principal.expires, absl::UTCTimeZone())));
+  }
+  const std::shared_ptr<const std::vector<Entry>> entries = Entries();
+  for (const Entry& entry : *entries) {
+    if (TokenId(entry.token) == principal.token_id && entry.principal.user == principal.user &&
+        entry.principal.role == principal.role) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::UnauthenticatedError(absl::StrCat(
+      "the token of user '", principal.user, "' was revoked (no longer in the tokens file)"));
+}
+
 std::unique_ptr<Authenticator> Authenticator::Open() {
   return std::unique_ptr<Authenticator>(new Authenticator(true, {}));
 }
@@ -212,8 +260,9 @@ absl::StatusOr<Principal> Authenticator::Authenticate(
         "malformed authorization metadata: expected 'Bearer <token>'");
   }
   // Every entry is compared, with no early exit, so timing does not tell which one matched.
+  const std::shared_ptr<const std::vector<Entry>> entries = Entries();
   const Entry* match = nullptr;
-  for (const Entry& entry : entries_) {
+  for (const Entry& entry : *entries) {
     if (ConstantTimeEquals(entry.token, token)) match = &entry;
   }
   if (match == nullptr) return absl::UnauthenticatedError("unknown bearer token");
@@ -223,12 +272,15 @@ absl::StatusOr<Principal> Authenticator::Authenticate(
         absl::FormatTime(absl::RFC3339_sec, match->principal.expires, absl::UTCTimeZone()),
         " (ask an admin for a new one)"));
   }
-  return match->principal;
+  Principal principal = match->principal;
+  principal.token_id = TokenId(match->token);
+  return principal;
 }
 
 absl::StatusOr<Principal> Authenticator::FindUser(absl::string_view user) const {
   if (open_) return Principal{std::string(user), Role::kUser};
-  for (const Entry& entry : entries_) {
+  const std::shared_ptr<const std::vector<Entry>> entries = Entries();
+  for (const Entry& entry : *entries) {
     if (entry.principal.user != user) continue;
     Principal account = entry.principal;
     account.expires = absl::InfiniteFuture();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,9 @@ struct Principal {
   // When the token that authenticated the call stops being accepted (tokens file
   // `expires=<RFC 3339>`); InfiniteFuture: never.
   absl::Time expires = absl::InfiniteFuture();
+  // Which token authenticated the call (a hash of it; 0 in open mode and for FindUser), so that
+  // a stream opened with it can be ended once the token is revoked (StillValid).
+  uint64_t token_id = 0;
 };
 
 // True when `name` may name a user or a team: 1 to 64 characters from [A-Za-z0-9._-], not
@@ -71,7 +75,18 @@ class Authenticator {
 
   bool open() const { return open_; }
   // Number of tokens loaded (0 in open mode).
-  size_t num_tokens() const { return entries_.size(); }
+  size_t num_tokens() const;
+
+  // Reads `tokens_file` again (SIGHUP) and, when it is good, puts its tokens in force at once:
+  // calls with a removed token are UNAUTHENTICATED from then on and its open streams end
+  // (StillValid). A bad file changes nothing: the error says why, as Load's would. An open
+  // authenticator cannot start checking tokens (FAILED_PRECONDITION).
+  [[nodiscard]] absl::Status Reload(const std::string& tokens_file);
+
+  // Whether the token that authenticated `principal` is still accepted at `now`: in the tokens
+  // file (not revoked by a Reload) and not expired. UNAUTHENTICATED saying which, else OK.
+  [[nodiscard]] absl::Status StillValid(const Principal& principal,
+                                        absl::Time now = absl::Now()) const;
   // The account of `user` as the tokens file states it (teams, uid, gid; `expires` is per token
   // and left infinite), for acting on a user's behalf outside a call of theirs (placing a job
   // after a restart). NOT_FOUND when no token names the user; in open mode every user is a
@@ -96,10 +111,13 @@ class Authenticator {
     Principal principal;
   };
   Authenticator(bool open, std::vector<Entry> entries)
-      : open_(open), entries_(std::move(entries)) {}
+      : open_(open), entries_(std::make_shared<const std::vector<Entry>>(std::move(entries))) {}
+  // The tokens in force (a Reload swaps the whole table; calls under way keep theirs).
+  std::shared_ptr<const std::vector<Entry>> Entries() const;
 
   const bool open_;
-  const std::vector<Entry> entries_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const std::vector<Entry>> entries_;  // Guarded by mu_.
 };
 
 // OK when `principal` may act on job `job_id` of user `owner` (the owner itself, or an admin);

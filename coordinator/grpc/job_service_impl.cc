@@ -34,6 +34,7 @@ rpc::RequestCheckOptions CheckOptions() {
 JobServiceImpl::JobServiceImpl(Coordinator& coordinator, const Authenticator& auth,
                                JobServiceOptions options)
     : coordinator_(coordinator), auth_(auth), hub_(options.streams), writes_(options.writes) {
+  hub_.SetValidator([this](const Principal& who) { return auth_.StillValid(who); });
   coordinator_.SetFeedListener([this](const std::string& job_id) { hub_.Notify(job_id); });
 }
 

@@ -174,4 +174,12 @@ void StreamHub::Work() {
   }
 }
 
+void StreamHub::SetValidator(std::function<absl::Status(const Principal&)> check) {
+  validator_ = std::move(check);
+}
+
+absl::Status StreamHub::Validate(const Principal& who) const {
+  return validator_ ? validator_(who) : absl::OkStatus();
+}
+
 }  // namespace deepnet::coordinator

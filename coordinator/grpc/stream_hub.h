@@ -72,6 +72,13 @@ class StreamHub {
   // Open streams of every user (for tests and metrics).
   int open_streams() const;
 
+  // How an open stream learns that its caller's token stopped being accepted (expired, or
+  // revoked by a reload of the tokens file): `check` answers for a principal. Set it before the
+  // first stream opens; unset, every stream stays valid.
+  void SetValidator(std::function<absl::Status(const Principal&)> check);
+  // `check` of the validator; OK without one.
+  [[nodiscard]] absl::Status Validate(const Principal& who) const;
+
  private:
   struct Subscription {
     std::string job_id;
@@ -82,6 +89,7 @@ class StreamHub {
   void WakeAll(const std::vector<std::weak_ptr<Wakeable>>& streams);
 
   const StreamLimits limits_;
+  std::function<absl::Status(const Principal&)> validator_;  // Set before the first stream.
   mutable std::mutex mu_;
   std::condition_variable dispatch_cv_;
   std::condition_variable work_cv_;

@@ -75,6 +75,52 @@ TEST(AuthenticatorTest, LoadsUsersAndRoles) {
   EXPECT_EQ(node->role, Role::kWorker);
 }
 
+// SIGHUP re-reads the tokens file: a removed token is refused at once and a principal it
+// authenticated is no longer StillValid; a bad file keeps the tokens in force.
+TEST(AuthenticatorTest, ReloadRevokesRemovedTokensAndKeepsTheOldOnABadFile) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = LoadText(dir, TokensText());
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  absl::StatusOr<Principal> alice = WithAuthorization(**auth, std::string("Bearer ") + kAliceToken);
+  ASSERT_TRUE(alice.ok());
+  EXPECT_TRUE((*auth)->StillValid(*alice).ok());
+
+  WriteAuthFile(dir / "tokens", "this line has no token\n");
+  const absl::Status bad = (*auth)->Reload(dir / "tokens");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(WithAuthorization(**auth, std::string("Bearer ") + kAliceToken).ok());
+
+  WriteAuthFile(dir / "tokens", std::string(kRootToken) + " root admin\n");
+  ASSERT_TRUE((*auth)->Reload(dir / "tokens").ok());
+  EXPECT_EQ((*auth)->num_tokens(), 1u);
+  EXPECT_EQ(WithAuthorization(**auth, std::string("Bearer ") + kAliceToken).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  const absl::Status revoked = (*auth)->StillValid(*alice);
+  EXPECT_EQ(revoked.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(revoked.message(), HasSubstr("revoked"));
+  // The same token given to another user is not the same credential.
+  WriteAuthFile(dir / "tokens", std::string(kAliceToken) + " mallory\n");
+  ASSERT_TRUE((*auth)->Reload(dir / "tokens").ok());
+  EXPECT_FALSE((*auth)->StillValid(*alice).ok());
+}
+
+TEST(AuthenticatorTest, StillValidEndsAtTheTokensExpiry) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = LoadText(
+      dir, std::string(kAliceToken) + " alice expires=2030-01-01T00:00:00Z\n");
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  std::multimap<grpc::string_ref, grpc::string_ref> metadata;
+  const std::string bearer = std::string("Bearer ") + kAliceToken;
+  metadata.emplace("authorization", bearer);
+  absl::StatusOr<Principal> alice =
+      (*auth)->Authenticate(metadata, absl::FromUnixSeconds(1800000000));
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  EXPECT_TRUE((*auth)->StillValid(*alice, absl::FromUnixSeconds(1800000000)).ok());
+  const absl::Status expired = (*auth)->StillValid(*alice, absl::FromUnixSeconds(1900000000));
+  EXPECT_EQ(expired.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(expired.message(), HasSubstr("expired at 2030-01-01T00:00:00"));
+}
+
 TEST(AuthenticatorTest, BadLinesNameFileAndLine) {
   TempDir dir;
   const std::string good = std::string(kAliceToken) + " alice\n";

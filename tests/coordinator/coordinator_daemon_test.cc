@@ -1,6 +1,6 @@
 // deepnet-coordinator as a process (label `service`): a bad --limits-file or --audit-log stops it
-// at start naming the file and the field; SIGHUP reloads the limits (a bad file keeps the ones in
-// force); an expired token reaches deepnetctl's user as the coordinator's "expired at" message.
+// at start naming the file and the field; SIGHUP reloads the limits and the tokens (a bad file
+// keeps the ones in force); an expired token reaches deepnetctl's user as the coordinator's "expired at" message.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -141,6 +141,25 @@ TEST_F(CoordinatorDaemonTest, SighupReloadsTheLimitsAndABadFileKeepsThoseInForce
   const std::string audit = ReadText(dir_ / "audit.log");
   EXPECT_THAT(audit, HasSubstr("\"outcome\":\"PERMISSION_DENIED\""));
   EXPECT_THAT(audit, HasSubstr("\"user\":\"alice\""));
+}
+
+// Revoking a token needs no restart: SIGHUP re-reads the tokens file; a bad file keeps the
+// tokens in force.
+TEST_F(CoordinatorDaemonTest, SighupReloadsTheTokensFileAndABadOneKeepsTheTokens) {
+  ASSERT_NE(Start({}), "");
+  ASSERT_TRUE(Submit(0).ok());
+  WriteText(dir_ / "tokens", "not a tokens line\n");
+  kill(coordinator_->pid(), SIGHUP);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return ReadText(dir_ / "coordinator.log").find("keeping the tokens") != std::string::npos;
+      },
+      std::chrono::seconds(30)));
+  EXPECT_TRUE(Submit(0).ok());
+  WriteText(dir_ / "tokens", std::string(kOld) + " olduser\n");  // alice's token removed
+  kill(coordinator_->pid(), SIGHUP);
+  EXPECT_TRUE(WaitFor([&] { return Submit(0).error_code() == grpc::StatusCode::UNAUTHENTICATED; },
+                      std::chrono::seconds(30)));
 }
 
 TEST_F(CoordinatorDaemonTest, DeepnetctlShowsWhenAnExpiredTokenExpired) {

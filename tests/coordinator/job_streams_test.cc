@@ -237,6 +237,72 @@ TEST_F(JobStreamsTest, ThousandWatchersHoldFarFewerThreadsThanStreams) {
   EXPECT_TRUE(Eventually([&] { return service_->open_streams() == 0; }));
 }
 
+// A stream outlives no token (issue 25, item 8): when the tokens file is reloaded without
+// alice's token (SIGHUP), her open watch ends UNAUTHENTICATED and new calls are refused, while
+// root's stream goes on; a token that expires ends its stream the same way.
+TEST_F(JobStreamsTest, StreamsEndWhenTheirTokenIsRevokedOrExpires) {
+  StreamLimits limits;
+  limits.sweep_interval = absl::Milliseconds(200);
+  {
+    std::ofstream tokens(dir_ / "tokens", std::ios::trunc);
+    tokens << kAlice << " alice\n" << kBob << " bob\n" << kRoot << " root admin\n";
+  }
+  StartServer(limits);
+  const std::string id = QueuedJob();
+  v1::WatchJobRequest request;
+  request.set_job_id(id);
+  v1::WatchJobResponse response;
+  grpc::ClientContext alice_context, root_context;
+  Prepare(&alice_context, kAlice);
+  Prepare(&root_context, kRoot);
+  auto alice = stub_->WatchJob(&alice_context, request);
+  auto root = stub_->WatchJob(&root_context, request);
+  ASSERT_TRUE(alice->Read(&response));
+  ASSERT_TRUE(root->Read(&response));
+
+  std::ofstream(dir_ / "tokens", std::ios::trunc) << kBob << " bob\n" << kRoot << " root admin\n";
+  ASSERT_TRUE(auth_->Reload(dir_ / "tokens").ok());
+  while (alice->Read(&response)) {
+  }
+  const grpc::Status ended = alice->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(ended.error_message(), HasSubstr("revoked"));
+  EXPECT_EQ(RawCall("ListJobs", "", kAlice).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(service_->open_streams(), 1);  // root's goes on
+  root_context.TryCancel();
+  root->Finish();
+
+  // An expiring token: carol's (added back with a reload) ends by itself.
+  {
+    std::ofstream tokens(dir_ / "tokens", std::ios::trunc);
+    tokens << kRoot << " root admin\ncarol-token-0123456789 carol expires="
+           << absl::FormatTime(absl::RFC3339_sec, absl::Now() + absl::Seconds(2),
+                               absl::UTCTimeZone())
+           << "\n";
+  }
+  ASSERT_TRUE(auth_->Reload(dir_ / "tokens").ok());
+  const std::string carol_token = "carol-token-0123456789";
+  v1::SubmitJobRequest submit;
+  submit.mutable_spec()->set_config_yaml(JobYaml(1, 1, ""));
+  v1::SubmitJobResponse submitted;
+  {
+    grpc::ClientContext context;
+    Prepare(&context, carol_token);
+    ASSERT_TRUE(stub_->SubmitJob(&context, submit, &submitted).ok());
+  }
+  grpc::ClientContext carol_context;
+  Prepare(&carol_context, carol_token);
+  v1::StreamMetricsRequest metrics;
+  metrics.set_job_id(submitted.job().job_id());
+  auto stream = stub_->StreamMetrics(&carol_context, metrics);
+  v1::StreamMetricsResponse points;
+  while (stream->Read(&points)) {
+  }
+  const grpc::Status expired = stream->Finish();
+  EXPECT_EQ(expired.error_code(), grpc::StatusCode::UNAUTHENTICATED) << expired.error_message();
+  EXPECT_THAT(expired.error_message(), HasSubstr("expired"));
+}
+
 TEST_F(JobStreamsTest, PerUserCapRefusesNamingTheLimitAndIsFreedOnCancel) {
   StreamLimits limits;
   limits.per_user = 3;
