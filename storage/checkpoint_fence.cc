@@ -4,7 +4,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <filesystem>
 #include <vector>
 
@@ -45,18 +48,33 @@ std::string FenceToken::ToString() const {
   return absl::StrCat("job ", job_id.empty() ? "(no id)" : job_id, " attempt ", attempt);
 }
 
-absl::StatusOr<FolderLock> FolderLock::Acquire(const std::string& dir) {
+absl::StatusOr<FolderLock> FolderLock::Acquire(const std::string& dir,
+                                               std::chrono::milliseconds wait) {
   const std::string path = (std::filesystem::path(dir) / kFenceLockFileName).string();
   const int fd =
       RetryOnEintr([&] { return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); });
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open lock file ", path));
-  const int rc = RetryOnEintr([&] { return ::flock(fd, LOCK_EX); });
-  if (rc < 0) {
+  // Polled, not blocking: a blocking flock has no timeout.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::chrono::milliseconds pause(1);
+  while (true) {
+    const int rc = RetryOnEintr([&] { return ::flock(fd, LOCK_EX | LOCK_NB); });
+    if (rc == 0) return FolderLock(fd);
     const int error = errno;
-    ::close(fd);
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot lock ", path));
+    if (error != EWOULDBLOCK) {
+      ::close(fd);
+      return absl::ErrnoToStatus(error, absl::StrCat("cannot lock ", path));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      return absl::DeadlineExceededError(absl::StrCat(
+          path, " has been locked by another process for more than ", wait.count() / 1000.0,
+          " s (a trainer of an older attempt stopped while it committed a checkpoint?); giving "
+          "up rather than waiting for ever: stop that process, then restart the job"));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
-  return FolderLock(fd);
 }
 
 FolderLock::~FolderLock() {

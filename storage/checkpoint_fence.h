@@ -17,6 +17,7 @@
 // Thread-safe (each call opens its own descriptor); blocks on I/O and on the lock. The lock is
 // flock(2): local file systems, and NFS v4 (where flock is emulated with byte-range locks).
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -46,9 +47,15 @@ struct FenceToken {
 };
 
 /// An exclusive flock on DIR/.fence.lock (created if missing), held until destruction.
+/// Commits hold it for a moment; a holder that never lets go (a stale trainer stopped while it
+/// committed, on a machine cut off from the service) must not block the new attempt forever:
+/// Acquire gives up after `wait` with DEADLINE_EXCEEDED naming the lock file, and the trainer
+/// fails (the job restarts, or fails once its restarts are used up) instead of hanging.
 class FolderLock {
  public:
-  [[nodiscard]] static absl::StatusOr<FolderLock> Acquire(const std::string& dir);
+  static constexpr std::chrono::milliseconds kDefaultWait{120000};
+  [[nodiscard]] static absl::StatusOr<FolderLock> Acquire(
+      const std::string& dir, std::chrono::milliseconds wait = kDefaultWait);
   FolderLock(FolderLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   FolderLock& operator=(FolderLock&&) = delete;
   FolderLock(const FolderLock&) = delete;
