@@ -174,6 +174,16 @@ struct WorkerDaemon::Session {
 
 struct WorkerDaemon::Outbox {
   std::deque<v1::WorkerMessage> messages;
+  // Trainer exits written to a session and not yet acknowledged by it (its epoch and the
+  // message's sequence): an exit lost with a session would leave its rank running for ever in
+  // the coordinator's books, so it is sent again on the next session (the coordinator takes
+  // a repeated exit once).
+  struct Sent {
+    int64_t epoch = 0;
+    int64_t sequence = 0;
+    v1::WorkerMessage message;
+  };
+  std::deque<Sent> unacked;
 };
 
 absl::Status Validate(const WorkerDaemonOptions& o) {
@@ -383,12 +393,14 @@ bool WorkerDaemon::RunSession() {
   v1::WorkerMessage start;
   start.mutable_start();
   if (Send(start)) {
+    RequeueUnacknowledged();
     v1::CoordinatorMessage message;
     while (stream->Read(&message)) {
       {
         std::lock_guard<std::mutex> lock(timing_mu_);
         last_heard_ = SteadyClock::now();
       }
+      Acknowledge(message.epoch(), message.ack_sequence());
       HandleCommand(message);
     }
   }
@@ -530,8 +542,39 @@ void WorkerDaemon::FlushOutbox() {
   while (!outbox_->messages.empty()) {
     v1::WorkerMessage message = outbox_->messages.front();
     if (!Send(message)) return;  // Kept for the next session.
+    if (message.has_trainer_exit()) {
+      outbox_->unacked.push_back({message.epoch(), message.sequence(), message});
+      if (outbox_->unacked.size() > kMaxOutbox) outbox_->unacked.pop_front();
+    }
     outbox_->messages.pop_front();
   }
+}
+
+void WorkerDaemon::Acknowledge(int64_t epoch, int64_t sequence) {
+  std::lock_guard<std::mutex> lock(outbox_mu_);
+  auto& unacked = outbox_->unacked;
+  unacked.erase(std::remove_if(unacked.begin(), unacked.end(),
+                               [&](const Outbox::Sent& sent) {
+                                 return sent.epoch == epoch && sent.sequence <= sequence;
+                               }),
+                unacked.end());
+}
+
+void WorkerDaemon::RequeueUnacknowledged() {
+  std::lock_guard<std::mutex> lock(outbox_mu_);
+  auto& unacked = outbox_->unacked;
+  if (unacked.empty()) return;
+  spdlog::info("sending {} trainer exit(s) again that the last session did not acknowledge",
+               unacked.size());
+  for (auto it = unacked.rbegin(); it != unacked.rend(); ++it) {
+    outbox_->messages.push_front(std::move(it->message));
+  }
+  unacked.clear();
+}
+
+size_t WorkerDaemon::unacknowledged_exits() const {
+  std::lock_guard<std::mutex> lock(outbox_mu_);
+  return outbox_->unacked.size();
 }
 
 void WorkerDaemon::SendHeartbeatIfDue() {

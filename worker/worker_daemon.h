@@ -105,6 +105,9 @@ class WorkerDaemon {
 
   WorkerDaemonState state() const;
   std::vector<TaskSnapshot> Tasks() const;
+  // Trainer exits written to a session that the coordinator has not acknowledged yet
+  // (CoordinatorMessage.ack_sequence); they are sent again on the next session.
+  size_t unacknowledged_exits() const;
 
  private:
   struct Session;
@@ -122,6 +125,10 @@ class WorkerDaemon {
   // it; false when no session is open or the write failed.
   bool Send(v1::WorkerMessage& message);
   void FlushOutbox();
+  // The coordinator processed this session's messages up to `sequence`: exits up to it are safe.
+  void Acknowledge(int64_t epoch, int64_t sequence);
+  // A new session: exits a lost session never acknowledged go out again, first.
+  void RequeueUnacknowledged();
   void SendHeartbeatIfDue();
   void WaitFor(std::chrono::milliseconds delay);
 
@@ -159,7 +166,7 @@ class WorkerDaemon {
   void CancelSession(const char* why);
   void Watchdog();
 
-  std::mutex outbox_mu_;
+  mutable std::mutex outbox_mu_;
   std::unique_ptr<Outbox> outbox_;  // Guarded by outbox_mu_: exits and reports not yet sent.
 
   std::atomic<bool> supervision_stop_{false};

@@ -30,11 +30,13 @@ void WorkerSession::OnReadDone(bool ok) {
     return;
   }
   Handle(incoming_);
+  // Acknowledged once handled, not before: the worker forgets an exit report on this ack, so a
+  // coordinator that died while handling it must not have acknowledged it.
+  outbox_->SetAck(incoming_.sequence());
   if (!outbox_->closing()) StartRead(&incoming_);
 }
 
 void WorkerSession::Handle(const v1::WorkerMessage& message) {
-  outbox_->SetAck(message.sequence());
   if (!started_) {
     if (!message.has_start()) {
       outbox_->Close(absl::FailedPreconditionError(

@@ -54,6 +54,8 @@ class FakeWorkerService final : public deepnet::v1::WorkerService::Service {
         if (message.has_heartbeat()) {
           deepnet::v1::CoordinatorMessage renewal;
           renewal.set_epoch(message.epoch());
+          // Like the coordinator: everything received so far is acknowledged.
+          if (acknowledge_) renewal.set_ack_sequence(message.sequence());
           renewal.mutable_lease()->mutable_valid_for()->set_seconds(2);
           renewal.set_sequence(++sequence_);
           outgoing_.push_back(renewal);
@@ -79,6 +81,12 @@ class FakeWorkerService final : public deepnet::v1::WorkerService::Service {
     lock.unlock();
     reader.join();
     return grpc::Status::OK;
+  }
+
+  // Whether lease renewals acknowledge what was received (the coordinator's ack_sequence).
+  void set_acknowledge(bool acknowledge) {
+    std::lock_guard<std::mutex> lock(mu_);
+    acknowledge_ = acknowledge;
   }
 
   // Queues a command for the open session; sets the epoch to the current one unless given.
@@ -129,6 +137,7 @@ class FakeWorkerService final : public deepnet::v1::WorkerService::Service {
   std::condition_variable cv_;
   int64_t epoch_;
   int64_t sequence_ = 0;
+  bool acknowledge_ = true;
   int sessions_ = 0;
   std::string authorization_;
   std::vector<deepnet::v1::RegisterWorkerRequest> registrations_;

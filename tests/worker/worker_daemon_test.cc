@@ -451,6 +451,33 @@ TEST_F(WorkerDaemonTest, SurvivesACoordinatorRestartWithoutStoppingTrainers) {
   EXPECT_TRUE(ProcessAlive(trainer));
 }
 
+// An exit report is kept until the coordinator acknowledges it: one written to a session that
+// ended before the ack is sent again on the next session (issue 25, item 7); an acknowledged
+// one is not.
+TEST_F(WorkerDaemonTest, AnUnacknowledgedExitIsSentAgainOnTheNextSession) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  coordinator_->service().set_acknowledge(false);
+  coordinator_->service().Send(Assignment("job-u", 1, {{0, 0}}, "exit"));
+  ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
+    return std::any_of(m.begin(), m.end(), [](const auto& x) { return x.has_trainer_exit(); });
+  }));
+  EXPECT_EQ(daemon_->unacknowledged_exits(), 1u);
+  const int port = coordinator_->port();
+  const int64_t epoch = coordinator_->service().epoch();
+  coordinator_->Stop();
+  ASSERT_TRUE(testing::WaitUntil([&] { return !daemon_->state().connected; }));
+  coordinator_ = std::make_unique<FakeCoordinator>(epoch, port);
+  ASSERT_TRUE(coordinator_->ok());
+  ASSERT_TRUE(coordinator_->service().WaitFor([&](const Messages& m) {
+    return std::any_of(m.begin(), m.end(), [&](const auto& x) {
+      return x.has_trainer_exit() && x.trainer_exit().job_id() == "job-u" &&
+             x.epoch() == epoch + 1;
+    });
+  }));
+  // This coordinator acknowledges (its lease renewals carry the ack): nothing is left to resend.
+  ASSERT_TRUE(testing::WaitUntil([&] { return daemon_->unacknowledged_exits() == 0; }));
+}
+
 TEST_F(WorkerDaemonTest, StaleTasksNamedByTheRegistrationAreStoppedBeforeTheSession) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-p", 1, {{0, 0}}, "run"));
