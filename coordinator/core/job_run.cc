@@ -20,6 +20,10 @@ namespace {
 
 double Seconds(JobClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The wait before trying a failed store write that ends a stop again, doubling in a row.
+constexpr std::chrono::milliseconds kFirstStoreRetry{1000};
+constexpr std::chrono::milliseconds kLongestStoreRetry{30000};
+
 // The wait before placing a job again after a refusal that passes, doubling in a row.
 constexpr std::chrono::milliseconds kFirstPlacementRetry{1000};
 constexpr std::chrono::milliseconds kLongestPlacementRetry{30000};
@@ -284,8 +288,30 @@ void JobRun::StartAttempt(const Placement& placement, const AssignmentCommand& b
 void JobRun::FailRanks(RecoveryCause cause, const std::string& message) {
   if (stop_.stopping) return;  // already stopping: the first cause stands
   if (record().state != JobState::kStarting && record().state != JobState::kRunning) return;
-  if (!Move(JobState::kRecovering, message, cause).ok()) return;
+  stop_.cause = cause;
+  if (absl::Status s = Move(JobState::kRecovering, message, cause); !s.ok()) {
+    // The ranks are stopped all the same; FinishStop stores RECOVERING again.
+    spdlog::error("job {}: cannot store RECOVERING ({}); stopping its ranks anyway", record().id,
+                  s.ToString());
+  }
   BeginStop(AfterStop::kRestart, message);
+}
+
+bool JobRun::Stored(const absl::Status& write) {
+  if (write.ok()) {
+    stop_.store_failures = 0;
+    return true;
+  }
+  ++stop_.store_failures;
+  const auto backoff = std::min<std::chrono::milliseconds>(
+      kFirstStoreRetry * (1 << std::min(stop_.store_failures - 1, 5)), kLongestStoreRetry);
+  stop_.stopping = true;  // CheckTimers runs FinishStop again at the deadline.
+  stop_.deadline = JobClock::now() + backoff;
+  spdlog::error("job {}: the job store refused the end of its stop ({}); it stays {} and the "
+                "coordinator tries again in {} s (failure {} in a row)",
+                record().id, write.ToString(), std::string(ToString(record().state)),
+                backoff.count() / 1000.0, stop_.store_failures);
+  return false;
 }
 
 void JobRun::OnWorkerDraining(const std::string& why) {
@@ -357,21 +383,27 @@ void JobRun::FinishStop() {
   ReleaseAttempt();
   switch (stop_.after) {
     case AfterStop::kCancel:
-      (void)Move(JobState::kCancelled, stop_.message);
+      (void)Stored(Move(JobState::kCancelled, stop_.message));
       return;
     case AfterStop::kFail:
-      (void)Move(JobState::kFailed, stop_.message);
+      (void)Stored(Move(JobState::kFailed, stop_.message));
       return;
     case AfterStop::kRestart:
       break;
+  }
+  if (record().state == JobState::kStarting || record().state == JobState::kRunning) {
+    // FailRanks could not store RECOVERING: now, before the restart.
+    const RecoveryCause cause = stop_.cause.value_or(RecoveryCause::kWorkerExit);
+    if (!Stored(Move(JobState::kRecovering, stop_.message, cause))) return;
   }
   if (record().state != JobState::kRecovering) return;
   const RecoveryCause cause = record().last_recovery_cause.value_or(RecoveryCause::kWorkerExit);
   const bool counted = CountsAgainstMaxRestarts(cause);
   if (counted && record().restarts >= record().max_restarts) {
-    (void)Move(JobState::kFailed,
-               absl::StrCat("gave up after ", record().restarts, " restart(s) (max_restarts ",
-                            record().max_restarts, "): ", stop_.message));
+    (void)Stored(Move(JobState::kFailed,
+                      absl::StrCat("gave up after ", record().restarts,
+                                   " restart(s) (max_restarts ", record().max_restarts,
+                                   "): ", stop_.message)));
     return;
   }
   attempt_.announced_resume_step = ResumeStepOf();
@@ -390,7 +422,7 @@ void JobRun::FinishStop() {
           : std::string("restart after a worker shut down (not counted against max_restarts)"),
       " from the latest checkpoint",
       resume ? absl::StrCat(" (step ", *resume, ")") : std::string(" (none yet: from step 0)"));
-  if (!Move(JobState::kPlacing, why).ok()) return;
+  if (!Stored(Move(JobState::kPlacing, why))) return;
   if (context_.metrics != nullptr) context_.metrics->IncRestarts(cause);
   if (refused) {
     timers_.requeue_at = JobClock::now() + timers_.placement_backoff;  // CheckTimers queues it.

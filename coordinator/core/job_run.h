@@ -107,6 +107,10 @@ class JobRun {
  private:
   absl::Status Move(JobState to, const std::string& reason,
                     std::optional<RecoveryCause> cause = std::nullopt);
+  // True when `write` (a transition that ends a stop) succeeded; otherwise keeps the job
+  // stopping and has CheckTimers run FinishStop again after a backoff (1 s doubling to 30 s),
+  // logging the store's error each time.
+  bool Stored(const absl::Status& write);
   void StartAttempt(const Placement& placement, const AssignmentCommand& base);
   void FailRanks(RecoveryCause cause, const std::string& message);
   void BeginStop(AfterStop after, const std::string& message);

@@ -64,6 +64,11 @@ struct StopIntent {
   AfterStop after = AfterStop::kRestart;
   std::string message;
   JobClock::time_point deadline;
+  // Why the ranks fail (kRestart), for storing RECOVERING again when the first write failed.
+  std::optional<RecoveryCause> cause;
+  // Store writes that ended the stop and failed in a row: FinishStop runs again after a backoff
+  // (the job never stays between states because one write failed).
+  int store_failures = 0;
 };
 
 // Milestones the API shows and metrics observe once.

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "coordinator/core/coordinator.h"
+#include "coordinator/store/job_store.h"
 #include "storage/checkpoint_fence.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
@@ -122,6 +123,102 @@ TEST_F(CoordinatorStopIntentTest, ARestartWithoutAStopStillReadoptsTheJob) {
   EXPECT_EQ(State(id), JobState::kRunning);
   EXPECT_EQ(coordinator_->GetJob(id)->placement.size(), 4u);
   for (const auto& [name, w] : back) EXPECT_TRUE(w.sink->cancellations.empty()) << name;
+}
+
+// A job store whose next `fail_transitions` transitions fail, as a full disk would.
+class FlakyStore final : public JobStore {
+ public:
+  explicit FlakyStore(JobStore* inner) : inner_(inner) {}
+  int fail_transitions = 0;
+  absl::StatusOr<CreateResult> Create(const JobRecord& record) override {
+    return inner_->Create(record);
+  }
+  absl::StatusOr<JobRecord> Get(absl::string_view id) override { return inner_->Get(id); }
+  absl::StatusOr<JobPage> List(const JobFilter& filter, int page_size,
+                               absl::string_view page_token) override {
+    return inner_->List(filter, page_size, page_token);
+  }
+  absl::StatusOr<JobRecord> Transition(absl::string_view id, const StateChange& change) override {
+    if (fail_transitions > 0) {
+      --fail_transitions;
+      return absl::UnavailableError("job store: disk I/O error (test)");
+    }
+    return inner_->Transition(id, change);
+  }
+  absl::StatusOr<JobRecord> SetReason(absl::string_view id, JobState expected,
+                                      absl::string_view reason) override {
+    return inner_->SetReason(id, expected, reason);
+  }
+  absl::StatusOr<JobRecord> UpdateProgress(absl::string_view id,
+                                           const JobProgress& progress) override {
+    return inner_->UpdateProgress(id, progress);
+  }
+  absl::StatusOr<JobEvent> AppendEvent(absl::string_view job_id, absl::string_view kind,
+                                       absl::string_view message) override {
+    return inner_->AppendEvent(job_id, kind, message);
+  }
+  absl::StatusOr<std::vector<JobEvent>> ListEvents(absl::string_view job_id,
+                                                   int64_t after_seq) override {
+    return inner_->ListEvents(job_id, after_seq);
+  }
+
+ private:
+  JobStore* inner_;
+};
+
+// A failed store write at the end of a stop is tried again (issue 25, item 7): the job does
+// not stay RUNNING with no ranks for ever, it reaches the state the stop was for once the
+// store takes writes again.
+TEST_F(CoordinatorStopIntentTest, AStopWhoseEndIsNotStoredIsFinishedOnceTheStoreRecovers) {
+  FlakyStore flaky(&store_);
+  absl::StatusOr<std::unique_ptr<Coordinator>> c =
+      Coordinator::Create(options_, &flaky, epochs_.get(), &rendezvous_, metrics_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  coordinator_ = std::move(*c);
+  Worker a = AddWorker("a", 2);
+  const std::string id = Submit(JobYaml(1, 2, ""));
+  coordinator_->Tick();
+  Running(a);
+  ASSERT_EQ(State(id), JobState::kRunning);
+  ASSERT_TRUE(coordinator_->Cancel(id, "done with it").ok());
+  flaky.fail_transitions = 2;  // RUNNING -> CANCELLED fails twice
+  Exit(a, 143);
+  EXPECT_EQ(State(id), JobState::kRunning);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (State(id) != JobState::kCancelled && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(coordinator_->OnHeartbeat("a", a.epoch, {}).ok());
+    coordinator_->Tick();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(State(id), JobState::kCancelled);
+  EXPECT_EQ(flaky.fail_transitions, 0);
+  EXPECT_EQ(store_.Get(id)->state, JobState::kCancelled);
+}
+
+// The same when RECOVERING itself could not be stored: the ranks still stop, and the restart
+// stores RECOVERING and PLACING once it can.
+TEST_F(CoordinatorStopIntentTest, ARankFailureWhoseRecoveryIsNotStoredStillRestarts) {
+  FlakyStore flaky(&store_);
+  absl::StatusOr<std::unique_ptr<Coordinator>> c =
+      Coordinator::Create(options_, &flaky, epochs_.get(), &rendezvous_, metrics_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  coordinator_ = std::move(*c);
+  Worker a = AddWorker("a", 2);
+  const std::string id = Submit(JobYaml(1, 2, ""));
+  coordinator_->Tick();
+  Running(a);
+  ASSERT_EQ(State(id), JobState::kRunning);
+  flaky.fail_transitions = 2;  // RUNNING -> RECOVERING fails, then once more in FinishStop
+  Exit(a, 1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (a.sink->assignments.size() < 2 && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(coordinator_->OnHeartbeat("a", a.epoch, {}).ok());
+    coordinator_->Tick();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(State(id), JobState::kStarting);
+  EXPECT_EQ(a.sink->assignments.back().attempt, 2);
+  EXPECT_EQ(coordinator_->GetJob(id)->record.restarts, 1);
 }
 
 }  // namespace
