@@ -52,6 +52,7 @@ struct Flags {
   double log_request_timeout_s = 10;
   int64_t cluster_slots = 0;
   int64_t cluster_slot_memory = 0;
+  std::string retain_finished = "0";
   int max_overtakes = 0;
   bool no_check_paths = false;
   std::string storage_root;
@@ -65,6 +66,29 @@ struct Flags {
 };
 
 constexpr int kMaxRequestBytes = 4 * 1024 * 1024;
+
+// --retain-finished: "0", or a positive number with a unit d, h, m or s.
+absl::StatusOr<std::chrono::milliseconds> ParseRetention(const std::string& text) {
+  if (text == "0") return std::chrono::milliseconds(0);
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--retain-finished \"", text, "\": expected 0 or a number with a unit (30d, 12h, 90m, 45s)"));
+  };
+  if (text.size() < 2) return bad();
+  double value = 0;
+  if (!absl::SimpleAtod(text.substr(0, text.size() - 1), &value) || !(value > 0)) return bad();
+  double unit_s = 0;
+  switch (text.back()) {
+    case 'd': unit_s = 86400; break;
+    case 'h': unit_s = 3600; break;
+    case 'm': unit_s = 60; break;
+    case 's': unit_s = 1; break;
+    default: return bad();
+  }
+  const double ms = value * unit_s * 1000;
+  if (ms > 1e15) return bad();
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
 
 int Fail(const std::string& message) {
   std::cerr << "deepnet-coordinator: " << message << "\n";
@@ -202,6 +226,11 @@ int Run(const Flags& flags) {
       std::chrono::milliseconds(static_cast<int64_t>(flags.log_request_timeout_s * 1000));
   options.cluster_slots = flags.cluster_slots;
   options.cluster_slot_memory = flags.cluster_slot_memory;
+  {
+    absl::StatusOr<std::chrono::milliseconds> retain = ParseRetention(flags.retain_finished);
+    if (!retain.ok()) return Fail(std::string(retain.status().message()));
+    options.retain_finished = *retain;
+  }
   options.scheduler.max_overtakes = flags.max_overtakes;
   options.spec_check.check_paths = !flags.no_check_paths;
   options.spec_check.storage_policy = storage_policy;
@@ -331,6 +360,11 @@ int main(int argc, char** argv) {
                  "slots the cluster can ever have: SubmitJob refuses a gang larger than this; "
                  "0: no bound (a job larger than the registered workers queues until they join)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--retain-finished", flags.retain_finished,
+                 "delete a finished job (SUCCEEDED, FAILED, CANCELLED) and its events this long "
+                 "after it ended: a number and a unit, 30d, 12h, 90m or 45s; 0: keep every job")
+      ->envname("DEEPNET_RETAIN_FINISHED")
+      ->capture_default_str();
   app.add_option("--cluster-slot-memory", flags.cluster_slot_memory,
                  "memory of the largest slot the cluster can ever have (bytes, or with a unit: "
                  "80GiB, 512MiB): SubmitJob refuses a job whose estimated memory per rank is "

@@ -132,7 +132,40 @@ void Coordinator::TickLocked() {
   });
   for (auto& [id, job] : jobs_) job.CheckTimers(now);
   RunScheduler();
+  if (options_.retain_finished.count() > 0 && now - last_retention_sweep_ >= options_.retention_sweep) {
+    last_retention_sweep_ = now;
+    ApplyRetention(now);
+  }
   UpdateGauges();
+}
+
+void Coordinator::ApplyRetention(Clock::time_point) {
+  const int64_t cutoff_ms = SystemNowMs() - options_.retain_finished.count();
+  int deleted = 0;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const JobRecord& record = it->second.record();
+    if (!IsTerminal(record.state) || record.updated_ms > cutoff_ms) {
+      ++it;
+      continue;
+    }
+    absl::Status s = store_->DeleteFinished(record.id);
+    if (absl::IsFailedPrecondition(s)) {  // The newest job: kept.
+      ++it;
+      continue;
+    }
+    if (!s.ok()) {
+      spdlog::error("retention: cannot delete job {}: {}; trying again at the next sweep",
+                    record.id, s.ToString());
+      break;
+    }
+    --state_counts_[record.state];
+    it = jobs_.erase(it);
+    ++deleted;
+  }
+  if (deleted > 0) {
+    spdlog::info("retention: deleted {} job(s) finished more than {} s ago, with their events",
+                 deleted, options_.retain_finished.count() / 1000);
+  }
 }
 
 absl::StatusOr<JobSpecInfo> Coordinator::ParseSpec(const std::string& config_yaml,

@@ -72,6 +72,11 @@ struct CoordinatorOptions {
   std::chrono::milliseconds log_request_timeout{10000};
   // Fair-sharing limits (--limits-file); unset: no limits (SetLimits replaces them).
   std::optional<LimitsConfig> limits;
+  // Retention (--retain-finished): a job finished (SUCCEEDED, FAILED, CANCELLED) longer ago than
+  // this is deleted with its events, from the store and from memory; 0: kept for ever. The
+  // newest job is always kept (JobStore::DeleteFinished). Looked at every retention_sweep.
+  std::chrono::milliseconds retain_finished{0};
+  std::chrono::milliseconds retention_sweep{60000};
   // Whether a job owner is an admin (admins have only their own users: limits); null: nobody.
   // Called under the coordinator's lock: must not call back into it.
   std::function<bool(const std::string& user)> is_admin;
@@ -307,6 +312,9 @@ class Coordinator : private JobRunObserver {
   const JobRunContext job_context_;
   std::map<std::string, JobRun> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<JobState, int64_t> state_counts_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point last_retention_sweep_ ABSL_GUARDED_BY(mu_);
+  // Deletes the finished jobs past options_.retain_finished (TickLocked, every retention_sweep).
+  void ApplyRetention(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queued jobs by pending code as of the last scheduling pass (the deepnet_jobs_pending gauge).
   std::map<PendingCode, int64_t> pending_counts_ ABSL_GUARDED_BY(mu_);
   bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;

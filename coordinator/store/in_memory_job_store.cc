@@ -111,6 +111,19 @@ absl::StatusOr<JobEvent> InMemoryJobStore::AppendEvent(absl::string_view job_id,
   return event;
 }
 
+absl::Status InMemoryJobStore::DeleteFinished(absl::string_view id) {
+  absl::MutexLock lock(&mu_);
+  auto by_id = number_by_id_.find(id);
+  if (by_id == number_by_id_.end()) return absl::NotFoundError(absl::StrCat("job ", id, " not found"));
+  const int64_t number = by_id->second;
+  const JobRecord& record = jobs_.at(number).record;
+  if (absl::Status s = CheckDeletable(record, number == jobs_.rbegin()->first); !s.ok()) return s;
+  if (!record.idempotency_key.empty()) number_by_key_.erase({record.owner, record.idempotency_key});
+  jobs_.erase(number);
+  number_by_id_.erase(by_id);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<JobEvent>> InMemoryJobStore::ListEvents(absl::string_view job_id,
                                                                    int64_t after_seq) {
   absl::MutexLock lock(&mu_);

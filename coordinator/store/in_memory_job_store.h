@@ -35,6 +35,7 @@ class InMemoryJobStore final : public JobStore {
                                        absl::string_view message) override;
   absl::StatusOr<std::vector<JobEvent>> ListEvents(absl::string_view job_id,
                                                    int64_t after_seq) override;
+  absl::Status DeleteFinished(absl::string_view id) override;
 
  private:
   struct Entry {

@@ -40,6 +40,18 @@ absl::StatusOr<int64_t> JobNumberFromId(absl::string_view id) {
   return number;
 }
 
+absl::Status CheckDeletable(const JobRecord& record, bool newest) {
+  if (!IsTerminal(record.state)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", record.id, " is ", ToString(record.state), ": only finished jobs are deleted"));
+  }
+  if (newest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", record.id, " is the newest job: it is kept so that its id is never reused"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateNewJob(const JobRecord& record) {
   if (record.owner.empty()) return absl::InvalidArgumentError("owner must not be empty");
   if (absl::Status s = job::CheckStagesAndReplicas(record.pipeline_stages, record.data_parallel);

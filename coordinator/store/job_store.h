@@ -162,7 +162,15 @@ class JobStore {
   // The job's events with seq > after_seq, in seq order.
   [[nodiscard]] virtual absl::StatusOr<std::vector<JobEvent>> ListEvents(
       absl::string_view job_id, int64_t after_seq) = 0;
+
+  // Deletes a finished job (SUCCEEDED, FAILED or CANCELLED) with its events (retention).
+  // FAILED_PRECONDITION for a job not finished, and for the newest job (highest number), which
+  // is always kept: ids are the highest number + 1, so deleting it could hand its id out again.
+  [[nodiscard]] virtual absl::Status DeleteFinished(absl::string_view id) = 0;
 };
+
+// Why DeleteFinished keeps `record` (FAILED_PRECONDITION), or OK.
+[[nodiscard]] absl::Status CheckDeletable(const JobRecord& record, bool newest);
 
 // --- Helpers shared by the implementations (same semantics by construction). ---
 

@@ -112,7 +112,7 @@ absl::Status PrepareSchema(SqliteDb& db) {
 
 struct SqliteJobStore::Statements {
   std::unique_ptr<SqliteStatement> insert_job, max_number, select_by_id, select_by_key, list,
-      update_job, insert_event, max_event_seq, list_events;
+      update_job, insert_event, max_event_seq, list_events, delete_events, delete_job;
 };
 
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
@@ -189,6 +189,8 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
        "VALUES (?1, ?2, ?3, ?4, ?5)"},
       {&statements->max_event_seq,
        "SELECT coalesce(max(seq), 0) FROM job_events WHERE job_number = ?1"},
+      {&statements->delete_events, "DELETE FROM job_events WHERE job_number = ?1"},
+      {&statements->delete_job, "DELETE FROM jobs WHERE number = ?1"},
       {&statements->list_events,
        "SELECT seq, time_ms, kind, message FROM job_events WHERE job_number = ?1 AND seq > ?2 "
        "ORDER BY seq"},
@@ -456,6 +458,30 @@ absl::StatusOr<JobEvent> SqliteJobStore::AppendEvent(absl::string_view job_id,
   if (absl::Status s = InsertEvent(row->first, &event); !s.ok()) return s;
   if (absl::Status s = (*txn)->Commit(); !s.ok()) return s;
   return event;
+}
+
+absl::Status SqliteJobStore::DeleteFinished(absl::string_view id) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::unique_ptr<SqliteTransaction>> txn = SqliteTransaction::Begin(*db_);
+  if (!txn.ok()) return txn.status();
+  absl::StatusOr<Row> row = FindById(id);
+  if (!row.ok()) return row.status();
+  int64_t newest = 0;
+  {
+    SqliteStatement& s = *statements_->max_number;
+    ScopedReset reset(s);
+    absl::StatusOr<bool> found = s.Step();
+    if (!found.ok()) return found.status();
+    newest = s.ColumnInt(0);
+  }
+  if (absl::Status s = CheckDeletable(row->second, row->first == newest); !s.ok()) return s;
+  for (SqliteStatement* statement : {statements_->delete_events.get(),
+                                     statements_->delete_job.get()}) {
+    ScopedReset reset(*statement);
+    statement->BindInt(1, row->first);
+    if (absl::Status s = statement->Run(); !s.ok()) return s;
+  }
+  return (*txn)->Commit();
 }
 
 absl::StatusOr<std::vector<JobEvent>> SqliteJobStore::ListEvents(absl::string_view job_id,

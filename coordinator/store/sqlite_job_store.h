@@ -60,6 +60,7 @@ class SqliteJobStore final : public JobStore {
                                        absl::string_view message) override;
   absl::StatusOr<std::vector<JobEvent>> ListEvents(absl::string_view job_id,
                                                    int64_t after_seq) override;
+  absl::Status DeleteFinished(absl::string_view id) override;
 
  private:
   struct Statements;

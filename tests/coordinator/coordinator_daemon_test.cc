@@ -111,6 +111,10 @@ TEST_F(CoordinatorDaemonTest, BadLimitsFileOrAuditLogStopsItAtStartNamingThem) {
   EXPECT_NE(missing.Wait(std::chrono::seconds(60)), 0);
   EXPECT_THAT(ReadText(dir_ / "bad2.log"), HasSubstr(dir_ / "absent.yaml"));
 
+  Child bad_retention(Args({"--retain-finished", "30x"}), dir_ / "bad4.log");
+  EXPECT_NE(bad_retention.Wait(std::chrono::seconds(60)), 0);
+  EXPECT_THAT(ReadText(dir_ / "bad4.log"), HasSubstr("--retain-finished \"30x\""));
+
   Child bad_audit(Args({"--audit-log", dir_ / "no/such/dir/audit.log"}), dir_ / "bad3.log");
   EXPECT_NE(bad_audit.Wait(std::chrono::seconds(60)), 0);
   EXPECT_THAT(ReadText(dir_ / "bad3.log"),

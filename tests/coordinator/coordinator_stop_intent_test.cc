@@ -161,6 +161,7 @@ class FlakyStore final : public JobStore {
                                                    int64_t after_seq) override {
     return inner_->ListEvents(job_id, after_seq);
   }
+  absl::Status DeleteFinished(absl::string_view id) override { return inner_->DeleteFinished(id); }
 
  private:
   JobStore* inner_;
@@ -219,6 +220,30 @@ TEST_F(CoordinatorStopIntentTest, ARankFailureWhoseRecoveryIsNotStoredStillResta
   EXPECT_EQ(State(id), JobState::kStarting);
   EXPECT_EQ(a.sink->assignments.back().attempt, 2);
   EXPECT_EQ(coordinator_->GetJob(id)->record.restarts, 1);
+}
+
+// --retain-finished: finished jobs older than the retention leave memory and the store, the
+// newest job stays (issue 25, item 6).
+TEST_F(CoordinatorStopIntentTest, RetentionDeletesFinishedJobsButTheNewestAndLiveOnes) {
+  options_.retain_finished = std::chrono::milliseconds(1);
+  options_.retention_sweep = std::chrono::milliseconds(1);
+  Make();
+  Worker a = AddWorker("a", 2);
+  const std::string first = Submit(JobYaml(1, 1, ""));
+  const std::string second = Submit(JobYaml(1, 1, ""));
+  ASSERT_TRUE(coordinator_->Cancel(first, "").ok());
+  ASSERT_TRUE(coordinator_->Cancel(second, "").ok());
+  const std::string live = Submit(JobYaml(1, 2, ""));
+  const std::string last = Submit(JobYaml(1, 1, ""));
+  ASSERT_TRUE(coordinator_->Cancel(last, "").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  coordinator_->Tick();
+  EXPECT_EQ(coordinator_->GetJob(first).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_->GetJob(second).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_.Get(first).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(coordinator_->GetJob(live).ok());
+  EXPECT_TRUE(coordinator_->GetJob(last).ok()) << "the newest job is kept";
+  EXPECT_EQ(Submit(JobYaml(1, 1, "")), "j-000005");
 }
 
 }  // namespace

@@ -145,6 +145,27 @@ TYPED_TEST(JobStoreTest, CreateStoresQueuedJobThatGetReturns) {
   EXPECT_EQ(this->CreateJob().id, "j-000002");
 }
 
+// Retention deletes finished jobs with their events, never a live one and never the newest,
+// so an id is never handed out twice (issue 25, item 6).
+TYPED_TEST(JobStoreTest, DeleteFinishedKeepsLiveJobsAndTheNewestAndNeverReusesIds) {
+  const JobRecord done = this->CreateJobIn(JobState::kSucceeded);
+  ASSERT_TRUE(this->store_->AppendEvent(done.id, "note", "x").ok());
+  const JobRecord running = this->CreateJobIn(JobState::kRunning);
+  const JobRecord cancelled = this->CreateJobIn(JobState::kCancelled);
+  EXPECT_EQ(this->store_->DeleteFinished(running.id).code(),
+            absl::StatusCode::kFailedPrecondition);
+  const absl::Status newest = this->store_->DeleteFinished(cancelled.id);
+  EXPECT_EQ(newest.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(newest.message(), HasSubstr("never reused"));
+  ASSERT_TRUE(this->store_->DeleteFinished(done.id).ok());
+  EXPECT_EQ(this->store_->Get(done.id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(this->store_->ListEvents(done.id, 0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(this->store_->DeleteFinished(done.id).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(this->store_->Get(running.id).ok());
+  EXPECT_EQ(this->CreateJob().id, "j-000004");
+  EXPECT_EQ(this->ListAll(JobFilter(), 10).size(), 3u);
+}
+
 TYPED_TEST(JobStoreTest, ListLeavesTheSpecOutWhenAsked) {
   const JobRecord request = NewJob("alice", "key-1");
   ASSERT_FALSE(request.spec_yaml.empty());
