@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -43,10 +44,14 @@ class CoordinatorReportsTest : public CoordinatorTest {
     report.points.push_back(point);
     return report;
   }
-  // Lets `wait` pass while `w` keeps its lease (heartbeats) and the coordinator ticks.
-  void Pass(const Worker& w, std::chrono::milliseconds wait) {
-    const auto until = std::chrono::steady_clock::now() + wait;
-    while (std::chrono::steady_clock::now() < until) {
+  // Lets `wait` pass while `w` keeps its lease (heartbeats) and the coordinator ticks; with
+  // `until`, goes on (at most 60 s more) until it holds, ticking once more after it does.
+  void Pass(const Worker& w, std::chrono::milliseconds wait,
+            const std::function<bool()>& until = nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() < start + wait ||
+           (until && !until() && std::chrono::steady_clock::now() < start + wait +
+                                                                    std::chrono::seconds(60))) {
       ASSERT_TRUE(coordinator_->OnHeartbeat(w.id, w.epoch, {}).ok());
       coordinator_->Tick();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -166,8 +171,10 @@ TEST_F(CoordinatorReportsTest, ARefusalThatPassesIsRetriedWithBackoffAndNotCount
     EXPECT_THAT(waiting.record.state_reason,
                 ::testing::HasSubstr(absl::StrCat("placing again in ", 1 << (refusal - 1), " s")));
     EXPECT_EQ(a.sink->assignments.back().attempt, attempt) << "placed again without waiting";
-    // Not a timing threshold: the backoff is a minimum wait, and the test waits it out.
-    Pass(a, std::chrono::milliseconds((1000 << (refusal - 1)) + 200));
+    // Not a timing threshold: the backoff is a minimum wait, and the test waits it out (and
+    // then as long as the placement takes on a loaded machine).
+    Pass(a, std::chrono::milliseconds(1000 << (refusal - 1)),
+         [&] { return a.sink->assignments.back().attempt == attempt + 1; });
     EXPECT_EQ(State(id), JobState::kStarting);
     EXPECT_EQ(a.sink->assignments.back().attempt, attempt + 1);
   }
