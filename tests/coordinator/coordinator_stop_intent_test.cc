@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "coordinator/core/coordinator.h"
@@ -69,6 +70,9 @@ class CoordinatorStopIntentTest : public CoordinatorTest {
   }
 
   Worker first_a_;
+
+  void RunningOn(JobStore* store, Worker* a, std::string* id);
+  void TickUntil(const Worker& a, const std::function<bool()>& done);
 };
 
 TEST_F(CoordinatorStopIntentTest, ACancelInterruptedByARestartIsFinishedNotUndone) {
@@ -170,30 +174,42 @@ class FlakyStore final : public JobStore {
   JobStore* inner_;
 };
 
+// A coordinator on `store` with a 1x2 job RUNNING on worker a.
+void CoordinatorStopIntentTest::RunningOn(JobStore* store, Worker* a, std::string* id) {
+  absl::StatusOr<std::unique_ptr<Coordinator>> c =
+      Coordinator::Create(options_, store, epochs_.get(), &rendezvous_, metrics_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  coordinator_ = std::move(*c);
+  *a = AddWorker("a", 2);
+  *id = Submit(JobYaml(1, 2, ""));
+  coordinator_->Tick();
+  Running(*a);
+  ASSERT_EQ(State(*id), JobState::kRunning);
+}
+
+// Ticks (worker `a` heartbeating) until `done` holds, at most 60 s.
+void CoordinatorStopIntentTest::TickUntil(const Worker& a, const std::function<bool()>& done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done() && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(coordinator_->OnHeartbeat("a", a.epoch, {}).ok());
+    coordinator_->Tick();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 // A failed store write at the end of a stop is tried again (issue 25, item 7): the job does
 // not stay RUNNING with no ranks for ever, it reaches the state the stop was for once the
 // store takes writes again.
 TEST_F(CoordinatorStopIntentTest, AStopWhoseEndIsNotStoredIsFinishedOnceTheStoreRecovers) {
   FlakyStore flaky(&store_);
-  absl::StatusOr<std::unique_ptr<Coordinator>> c =
-      Coordinator::Create(options_, &flaky, epochs_.get(), &rendezvous_, metrics_);
-  ASSERT_TRUE(c.ok()) << c.status();
-  coordinator_ = std::move(*c);
-  Worker a = AddWorker("a", 2);
-  const std::string id = Submit(JobYaml(1, 2, ""));
-  coordinator_->Tick();
-  Running(a);
-  ASSERT_EQ(State(id), JobState::kRunning);
+  Worker a;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(RunningOn(&flaky, &a, &id));
   ASSERT_TRUE(coordinator_->Cancel(id, "done with it").ok());
   flaky.fail_transitions = 2;  // RUNNING -> CANCELLED fails twice
   Exit(a, 143);
   EXPECT_EQ(State(id), JobState::kRunning);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (State(id) != JobState::kCancelled && std::chrono::steady_clock::now() < until) {
-    ASSERT_TRUE(coordinator_->OnHeartbeat("a", a.epoch, {}).ok());
-    coordinator_->Tick();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  TickUntil(a, [&] { return State(id) == JobState::kCancelled; });
   EXPECT_EQ(State(id), JobState::kCancelled);
   EXPECT_EQ(flaky.fail_transitions, 0);
   EXPECT_EQ(store_.Get(id)->state, JobState::kCancelled);
@@ -203,23 +219,12 @@ TEST_F(CoordinatorStopIntentTest, AStopWhoseEndIsNotStoredIsFinishedOnceTheStore
 // stores RECOVERING and PLACING once it can.
 TEST_F(CoordinatorStopIntentTest, ARankFailureWhoseRecoveryIsNotStoredStillRestarts) {
   FlakyStore flaky(&store_);
-  absl::StatusOr<std::unique_ptr<Coordinator>> c =
-      Coordinator::Create(options_, &flaky, epochs_.get(), &rendezvous_, metrics_);
-  ASSERT_TRUE(c.ok()) << c.status();
-  coordinator_ = std::move(*c);
-  Worker a = AddWorker("a", 2);
-  const std::string id = Submit(JobYaml(1, 2, ""));
-  coordinator_->Tick();
-  Running(a);
-  ASSERT_EQ(State(id), JobState::kRunning);
+  Worker a;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(RunningOn(&flaky, &a, &id));
   flaky.fail_transitions = 2;  // RUNNING -> RECOVERING fails, then once more in FinishStop
   Exit(a, 1);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (a.sink->assignments.size() < 2 && std::chrono::steady_clock::now() < until) {
-    ASSERT_TRUE(coordinator_->OnHeartbeat("a", a.epoch, {}).ok());
-    coordinator_->Tick();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  TickUntil(a, [&] { return a.sink->assignments.size() >= 2; });
   EXPECT_EQ(State(id), JobState::kStarting);
   EXPECT_EQ(a.sink->assignments.back().attempt, 2);
   EXPECT_EQ(coordinator_->GetJob(id)->record.restarts, 1);
