@@ -7,18 +7,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "job/job_config.h"
 #include "job/job_paths.h"
 #include "job/stop_exit.h"
+#include "storage/atomic_file.h"
+#include "storage/guarded_read.h"
 #include "storage/storage_policy.h"
 #include "worker/trainer_process.h"
 
@@ -134,6 +138,36 @@ absl::Status PrepareFolders(const AssignmentSpec& spec, const std::string& attem
 }
 
 }  // namespace
+
+absl::Status ClaimJobFolder(const std::string& job_dir, const std::string& owner) {
+  namespace fs = std::filesystem;
+  const std::string marker = (fs::path(job_dir) / kJobOwnerFile).string();
+  std::error_code ec;
+  if (fs::exists(job_dir, ec)) {
+    absl::StatusOr<std::string> recorded = storage::ReadGuardedFile(marker, 4096);
+    if (recorded.ok() && absl::StripTrailingAsciiWhitespace(*recorded) != owner) {
+      // Another job of the same id: the coordinator's database was replaced or lost and ids
+      // started over. Its logs are not the new owner's to read: kept aside for the admin.
+      const std::string aside =
+          absl::StrCat(job_dir, ".previous-",
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count());
+      fs::rename(job_dir, aside, ec);
+      if (ec)
+        return absl::InternalError(absl::StrCat("cannot move ", job_dir, " aside: ", ec.message()));
+      spdlog::warn("{} belonged to another job of the same id (owner {}, now {}): moved to {}",
+                   job_dir, std::string(absl::StripTrailingAsciiWhitespace(*recorded)), owner,
+                   aside);
+    } else if (recorded.ok()) {
+      return absl::OkStatus();
+    }
+  }
+  fs::create_directories(job_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", job_dir, ": ", ec.message()));
+  // Written once per job folder (a folder from before the marker existed is adopted).
+  return storage::WriteFileAtomically(marker, owner + "\n");
+}
 
 bool InheritedByTrainers(const std::string& name, const std::vector<std::string>& extra) {
   static constexpr const char* kNames[] = {"PATH", "LANG",   "LANGUAGE",
@@ -382,6 +416,11 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
       }
       return absl::FailedPreconditionError(busy);
     }
+  }
+  if (absl::Status s = ClaimJobFolder(
+          (std::filesystem::path(options_.work_dir) / spec.job_id).string(), spec.owner);
+      !s.ok()) {
+    return absl::InternalError(absl::StrCat(what, ": ", s.message()));
   }
   std::error_code ec;
   std::filesystem::create_directories(attempt_dir, ec);

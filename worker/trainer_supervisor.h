@@ -208,6 +208,14 @@ class TrainerSupervisor {
 // Whether `job_id` can name a folder: 1..128 of [A-Za-z0-9._-], not "." or "..".
 bool IsSafeJobId(const std::string& job_id);
 
+// The file in a job's folder of the worker (WORK/<job>/) that names the job's owner.
+inline constexpr char kJobOwnerFile[] = ".owner";
+// Makes `job_dir` the folder of a job of `owner`. A folder that names another owner belonged to
+// an earlier job of the same id (a coordinator whose database was lost hands ids out again): it
+// is moved aside (job_dir.previous-<unix ms>) so that the new owner neither reads its logs nor
+// gets it handed over. A folder without the file is adopted.
+absl::Status ClaimJobFolder(const std::string& job_dir, const std::string& owner);
+
 // Whether a trainer inherits the daemon's variable `name`: the allow-list above, or one of
 // `extra` (NAME, or PREFIX* ). Anything else of the daemon's (credentials, cloud keys,
 // LD_PRELOAD, the daemon's own settings) stays with the daemon.

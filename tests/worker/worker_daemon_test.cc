@@ -478,6 +478,48 @@ TEST_F(WorkerDaemonTest, AnUnacknowledgedExitIsSentAgainOnTheNextSession) {
   ASSERT_TRUE(testing::WaitUntil([&] { return daemon_->unacknowledged_exits() == 0; }));
 }
 
+// After the coordinator lost its database, a new job can get an old id: the worker must not
+// hand the old job's folder (its logs) to the new owner (issue 25, item 5).
+TEST_F(WorkerDaemonTest, AnOldJobsFolderUnderAReusedIdIsMovedAsideForANewOwner) {
+  ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
+  const std::string job_dir = dir_.path() + "/work/job-o";
+  v1::CoordinatorMessage alices = Assignment("job-o", 1, {{0, 0}}, "exit");
+  alices.mutable_assignment()->set_owner("alice");
+  coordinator_->service().Send(alices);
+  ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
+    return std::any_of(m.begin(), m.end(), [](const auto& x) { return x.has_trainer_exit(); });
+  }));
+  EXPECT_EQ(ReadFile(job_dir + "/.owner"), "alice\n");
+  v1::CoordinatorMessage bobs = Assignment("job-o", 1, {{0, 0}}, "exit");
+  bobs.mutable_assignment()->set_owner("bob");
+  std::optional<v1::CommandResult> result = ResultOf(coordinator_->service().Send(bobs));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(result->accepted()) << result->error();
+  EXPECT_EQ(ReadFile(job_dir + "/.owner"), "bob\n");
+  int aside = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path() + "/work")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("job-o.previous-", 0) != 0) continue;
+    ++aside;
+    EXPECT_EQ(ReadFile(entry.path().string() + "/.owner"), "alice\n");
+    EXPECT_TRUE(std::filesystem::exists(entry.path() / "attempt-1" / "rank-0.stderr.log"));
+  }
+  EXPECT_EQ(aside, 1);
+  // The same owner's next attempt (once bob's first one ended) keeps the folder.
+  ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
+    return std::count_if(m.begin(), m.end(), [](const auto& x) { return x.has_trainer_exit(); }) >=
+           2;
+  }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return daemon_->Tasks().empty(); }));
+  v1::CoordinatorMessage again = Assignment("job-o", 2, {{0, 0}}, "exit");
+  again.mutable_assignment()->set_owner("bob");
+  std::optional<v1::CommandResult> next = ResultOf(coordinator_->service().Send(again));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_TRUE(next->accepted()) << next->error();
+  EXPECT_TRUE(std::filesystem::exists(job_dir + "/attempt-1"));
+  EXPECT_TRUE(std::filesystem::exists(job_dir + "/attempt-2"));
+}
+
 TEST_F(WorkerDaemonTest, StaleTasksNamedByTheRegistrationAreStoppedBeforeTheSession) {
   ASSERT_TRUE(coordinator_->service().WaitForRegistrations(1));
   coordinator_->service().Send(Assignment("job-p", 1, {{0, 0}}, "run"));
