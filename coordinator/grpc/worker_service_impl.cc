@@ -41,7 +41,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
     grpc::CallbackServerContext* context) {
-  return new WorkerSession(coordinator_, Admit(*context));
+  absl::StatusOr<Principal> principal = auth_.Authenticate(*context);
+  if (!principal.ok()) return new WorkerSession(coordinator_, principal.status());
+  return new WorkerSession(coordinator_, CheckWorkerAccess(*principal),
+                           [this, who = *principal] { return auth_.StillValid(who); });
 }
 
 }  // namespace deepnet::coordinator

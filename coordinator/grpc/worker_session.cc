@@ -14,8 +14,11 @@ namespace deepnet::coordinator {
 
 using google::protobuf::util::TimeUtil;
 
-WorkerSession::WorkerSession(Coordinator& coordinator, absl::Status admitted)
-    : coordinator_(coordinator), outbox_(std::make_shared<Outbox>(this)) {
+WorkerSession::WorkerSession(Coordinator& coordinator, absl::Status admitted,
+                             std::function<absl::Status()> still_valid)
+    : coordinator_(coordinator),
+      outbox_(std::make_shared<Outbox>(this)),
+      still_valid_(std::move(still_valid)) {
   if (!admitted.ok()) {
     outbox_->Close(admitted);
     return;
@@ -28,6 +31,15 @@ void WorkerSession::OnReadDone(bool ok) {
     // The worker closed its side or the connection broke: end our side too.
     outbox_->Close(absl::OkStatus());
     return;
+  }
+  // A worker token revoked (SIGHUP) or expired ends the session: the worker cannot register
+  // again with it, so its lease runs out and its jobs restart elsewhere.
+  if (still_valid_ && absl::Now() - validated_ >= absl::Seconds(1)) {
+    if (absl::Status valid = still_valid_(); !valid.ok()) {
+      outbox_->Close(valid);
+      return;
+    }
+    validated_ = absl::Now();
   }
   Handle(incoming_);
   // Acknowledged once handled, not before: the worker forgets an exit report on this ack, so a

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "coordinator/core/coordinator.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
 
@@ -23,7 +25,11 @@ class WorkerSession final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
   // `admitted` is the result of authenticating the call: an error ends the stream with it.
-  WorkerSession(Coordinator& coordinator, absl::Status admitted);
+  // `still_valid` (may be empty) tells whether the token the session opened with is still
+  // accepted; asked at most once a second as messages arrive, and a revoked or expired token
+  // ends the session with the answer.
+  WorkerSession(Coordinator& coordinator, absl::Status admitted,
+                std::function<absl::Status()> still_valid = {});
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -67,6 +73,8 @@ class WorkerSession final
 
   Coordinator& coordinator_;
   std::shared_ptr<Outbox> outbox_;
+  std::function<absl::Status()> still_valid_;
+  absl::Time validated_ = absl::InfinitePast();  // Last time still_valid_ said OK.
   v1::WorkerMessage incoming_;
   // Set by the SessionStart (only the reading side touches them).
   bool started_ = false;

@@ -95,6 +95,18 @@ class ControlPlaneTest : public ::testing::Test {
     return out;
   }
 
+  // Workers READY in ListWorkers (asked as the admin).
+  int ReadyWorkers() {
+    v1::ListWorkersResponse response;
+    const grpc::Status s = Call(kAdminToken, [&](grpc::ClientContext* c) {
+      return jobs_->ListWorkers(c, v1::ListWorkersRequest(), &response);
+    });
+    if (!s.ok()) return -1;
+    int ready = 0;
+    for (const v1::Worker& w : response.workers()) ready += w.state() == v1::WORKER_STATE_READY;
+    return ready;
+  }
+
   ServiceCluster cluster_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
 };
@@ -424,6 +436,18 @@ TEST_F(ControlPlaneTest, AuthenticationMatrix) {
               return workers->RegisterWorker(c, reg, &registered);
             }).error_code(),
             grpc::StatusCode::OK);
+}
+
+// Revoking the worker token (tokens file without it, then SIGHUP) ends the worker's session:
+// it cannot register again, and it is not READY any more (issue 25, item 8).
+TEST_F(ControlPlaneTest, ARevokedWorkerTokenEndsTheWorkersSession) {
+  cluster_.StartWorker("w1", 1);
+  cluster_.StartWorker("w2", 1);
+  ASSERT_TRUE(WaitFor([&] { return ReadyWorkers() == 2; }, std::chrono::seconds(60)));
+  std::ofstream(cluster_.dir() + "/tokens", std::ios::trunc)
+      << kAliceToken << " alice\n" << kAdminToken << " root admin\n";
+  ASSERT_EQ(kill(cluster_.CoordinatorPid(), SIGHUP), 0);
+  EXPECT_TRUE(WaitFor([&] { return ReadyWorkers() == 0; }, std::chrono::seconds(60)));
 }
 
 TEST(ControlPlaneTlsTest, CoordinatorAndWorkerTalkTlsAndPlaintextClientsAreRefused) {

@@ -288,12 +288,15 @@ class ServiceCluster {
     return grpc_port_ > 0;
   }
 
+  pid_t CoordinatorPid() const { return coordinator_ ? coordinator_->pid() : 0; }
+
   void KillCoordinator() {
     if (coordinator_) kill(coordinator_->pid(), SIGKILL);
     coordinator_.reset();
   }
 
-  // `env`: "NAME=value" entries added to the daemon's environment (its trainers inherit them).
+  // `env`: "NAME=value" entries added to the daemon's environment (its trainers inherit those
+  // its allow-list passes: DEEPNET_* among them; worker/trainer_supervisor.h).
   void StartWorker(const std::string& name, int slots, const std::vector<std::string>& extra = {},
                    const std::vector<std::string>& env = {}) {
     const Placement placement =
