@@ -132,24 +132,31 @@ void Coordinator::TickLocked() {
   });
   for (auto& [id, job] : jobs_) job.CheckTimers(now);
   RunScheduler();
-  if (options_.retain_finished.count() > 0 && now - last_retention_sweep_ >= options_.retention_sweep) {
+  if (options_.retain_finished.count() > 0 &&
+      now - last_retention_sweep_ >= options_.retention_sweep) {
     last_retention_sweep_ = now;
-    ApplyRetention(now);
+    ApplyRetention();
   }
   UpdateGauges();
 }
 
-void Coordinator::ApplyRetention(Clock::time_point) {
+void Coordinator::ApplyRetention() {
   const int64_t cutoff_ms = SystemNowMs() - options_.retain_finished.count();
+  // The newest job is kept (JobStore::DeleteFinished): skipped here, not asked for every sweep.
+  int64_t newest = 0;
+  for (const auto& [id, job] : jobs_) {
+    newest = std::max(newest, JobNumberFromId(id).value_or(0));
+  }
   int deleted = 0;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     const JobRecord& record = it->second.record();
-    if (!IsTerminal(record.state) || record.updated_ms > cutoff_ms) {
+    if (!IsTerminal(record.state) || record.updated_ms > cutoff_ms ||
+        JobNumberFromId(record.id).value_or(0) == newest) {
       ++it;
       continue;
     }
     absl::Status s = store_->DeleteFinished(record.id);
-    if (absl::IsFailedPrecondition(s)) {  // The newest job: kept.
+    if (absl::IsFailedPrecondition(s)) {  // The store's own rule; not expected here.
       ++it;
       continue;
     }

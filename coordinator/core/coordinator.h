@@ -314,7 +314,7 @@ class Coordinator : private JobRunObserver {
   std::map<JobState, int64_t> state_counts_ ABSL_GUARDED_BY(mu_);
   Clock::time_point last_retention_sweep_ ABSL_GUARDED_BY(mu_);
   // Deletes the finished jobs past options_.retain_finished (TickLocked, every retention_sweep).
-  void ApplyRetention(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyRetention() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queued jobs by pending code as of the last scheduling pass (the deepnet_jobs_pending gauge).
   std::map<PendingCode, int64_t> pending_counts_ ABSL_GUARDED_BY(mu_);
   bool schedule_dirty_ ABSL_GUARDED_BY(mu_) = true;

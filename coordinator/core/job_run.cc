@@ -20,13 +20,21 @@ namespace {
 
 double Seconds(JobClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// The wait before trying a failed store write that ends a stop again, doubling in a row.
-constexpr std::chrono::milliseconds kFirstStoreRetry{1000};
-constexpr std::chrono::milliseconds kLongestStoreRetry{30000};
+// The wait after the n-th failure in a row (n >= 1) of something that passes by itself (a store
+// write that ends a stop, a placement a worker refused for now): 1 s, doubling, at most 30 s.
+// The state reason of a cancelled job from its CANCEL_REQUESTED event's message ("by alice:
+// reason", "by alice", a reason alone, or empty): one wording for a cancel and for the one a
+// restarted coordinator finishes.
+std::string CancelledReason(const std::string& requested) {
+  if (requested.empty()) return "cancelled by the user";
+  if (absl::StartsWith(requested, "by ")) return "cancelled " + requested;
+  return "cancelled: " + requested;
+}
 
-// The wait before placing a job again after a refusal that passes, doubling in a row.
-constexpr std::chrono::milliseconds kFirstPlacementRetry{1000};
-constexpr std::chrono::milliseconds kLongestPlacementRetry{30000};
+std::chrono::milliseconds RetryWait(int failures_in_a_row) {
+  const int doublings = std::clamp(failures_in_a_row - 1, 0, 5);
+  return std::min(std::chrono::milliseconds(1000 << doublings), std::chrono::milliseconds(30000));
+}
 
 }  // namespace
 
@@ -81,10 +89,7 @@ absl::Status JobRun::Load(const std::string& refused, JobClock::time_point reatt
     if (e.type == EventType::kStateChanged) unfinished_stop.reset();
     if (e.type == EventType::kFailRequested) unfinished_stop = {AfterStop::kFail, e.message};
     if (e.type == EventType::kCancelRequested) {
-      unfinished_stop = {AfterStop::kCancel,
-                         e.message.empty()                   ? std::string("cancelled by the user")
-                         : absl::StartsWith(e.message, "by ") ? "cancelled " + e.message
-                                                             : "cancelled: " + e.message};
+      unfinished_stop = {AfterStop::kCancel, CancelledReason(e.message)};
     }
     if (e.type == EventType::kStateChanged && e.to_state == JobState::kRunning &&
         milestones_.start_time_ms == 0) {
@@ -168,7 +173,7 @@ absl::Status JobRun::Move(JobState to, const std::string& reason,
   }
   if (to == JobState::kRunning) {
     timers_.last_progress = JobClock::now();
-    timers_.placement_backoff = std::chrono::milliseconds(0);  // Refusals in a row end here.
+    timers_.placement_refusals = 0;  // Refusals in a row end here.
     if (!milestones_.ever_running) {
       milestones_.ever_running = true;
       milestones_.start_time_ms = SystemNowMs();
@@ -303,8 +308,7 @@ bool JobRun::Stored(const absl::Status& write) {
     return true;
   }
   ++stop_.store_failures;
-  const auto backoff = std::min<std::chrono::milliseconds>(
-      kFirstStoreRetry * (1 << std::min(stop_.store_failures - 1, 5)), kLongestStoreRetry);
+  const std::chrono::milliseconds backoff = RetryWait(stop_.store_failures);
   stop_.stopping = true;  // CheckTimers runs FinishStop again at the deadline.
   stop_.deadline = JobClock::now() + backoff;
   spdlog::error("job {}: the job store refused the end of its stop ({}); it stays {} and the "
@@ -409,15 +413,12 @@ void JobRun::FinishStop() {
   attempt_.announced_resume_step = ResumeStepOf();
   const std::optional<int64_t>& resume = attempt_.announced_resume_step;
   const bool refused = cause == RecoveryCause::kPlacementRefused;
-  if (refused) {
-    timers_.placement_backoff = std::min<std::chrono::milliseconds>(
-        std::max<std::chrono::milliseconds>(2 * timers_.placement_backoff, kFirstPlacementRetry),
-        kLongestPlacementRetry);
-  }
+  // Counted once the move to PLACING is stored (a store retry must not double the wait).
+  const std::chrono::milliseconds placement_wait = RetryWait(timers_.placement_refusals + 1);
   const std::string why = absl::StrCat(
       counted ? absl::StrCat("restart ", record().restarts + 1, " of ", record().max_restarts)
       : refused
-          ? absl::StrCat("placing again in ", timers_.placement_backoff.count() / 1000.0,
+          ? absl::StrCat("placing again in ", placement_wait.count() / 1000.0,
                          " s after a refusal that passes (not counted against max_restarts)")
           : std::string("restart after a worker shut down (not counted against max_restarts)"),
       " from the latest checkpoint",
@@ -425,7 +426,8 @@ void JobRun::FinishStop() {
   if (!Stored(Move(JobState::kPlacing, why))) return;
   if (context_.metrics != nullptr) context_.metrics->IncRestarts(cause);
   if (refused) {
-    timers_.requeue_at = JobClock::now() + timers_.placement_backoff;  // CheckTimers queues it.
+    ++timers_.placement_refusals;
+    timers_.requeue_at = JobClock::now() + placement_wait;  // CheckTimers queues it.
     return;
   }
   Enqueue();
@@ -510,17 +512,15 @@ void JobRun::CheckTimers(JobClock::time_point now) {
 }
 
 absl::Status JobRun::Cancel(const std::string& reason, const std::string& by) {
-  const std::string colon_reason = reason.empty() ? "" : ": " + reason;
-  const std::string why = !by.empty()      ? absl::StrCat("cancelled by ", by, colon_reason)
-                          : reason.empty() ? std::string("cancelled by the user")
-                                           : "cancelled: " + reason;
   // A second cancel of a job already being cancelled changes nothing and stores nothing (one
   // event per distinct stop: repeated cancels must not grow the store).
   if (stop_.stopping && stop_.after == AfterStop::kCancel) return absl::OkStatus();
   JobEventView requested;
   requested.type = EventType::kCancelRequested;
-  requested.message = by.empty() ? reason : absl::StrCat("by ", by, colon_reason);
+  requested.message =
+      by.empty() ? reason : absl::StrCat("by ", by, reason.empty() ? "" : ": ", reason);
   stored_.AddEvent(requested);
+  const std::string why = CancelledReason(requested.message);
   if (stop_.stopping) {
     stop_.after = AfterStop::kCancel;
     stop_.message = why;

@@ -232,7 +232,7 @@ void JobRun::OnAssignmentRefused(const std::string& worker_id, const std::string
     BeginStop(AfterStop::kFail, why);
   } else if (retry) {
     // Passes by itself (a slot still stopping its previous trainer): place it again after a
-    // backoff, not counted; FinishStop waits timers_.placement_backoff before queueing.
+    // backoff, not counted; FinishStop waits RetryWait(refusals in a row) before queueing.
     FailRanks(RecoveryCause::kPlacementRefused, why);
   } else {
     FailRanks(RecoveryCause::kWorkerExit, why);

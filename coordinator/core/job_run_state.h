@@ -53,7 +53,7 @@ struct JobTimers {
   // again at `requeue_at`; the backoff doubles with each such refusal in a row (1 s to 30 s)
   // and starts over once the job runs.
   std::optional<JobClock::time_point> requeue_at;
-  std::chrono::milliseconds placement_backoff{0};
+  int placement_refusals = 0;
 };
 
 // What happens once a stopping job's ranks have all exited.
