@@ -311,10 +311,11 @@ bool JobRun::Stored(const absl::Status& write) {
   const std::chrono::milliseconds backoff = RetryWait(stop_.store_failures);
   stop_.stopping = true;  // CheckTimers runs FinishStop again at the deadline.
   stop_.deadline = JobClock::now() + backoff;
-  spdlog::error("job {}: the job store refused the end of its stop ({}); it stays {} and the "
-                "coordinator tries again in {} s (failure {} in a row)",
-                record().id, write.ToString(), std::string(ToString(record().state)),
-                backoff.count() / 1000.0, stop_.store_failures);
+  spdlog::error(
+      "job {}: the job store refused the end of its stop ({}); it stays {} and the "
+      "coordinator tries again in {} s (failure {} in a row)",
+      record().id, write.ToString(), std::string(ToString(record().state)),
+      backoff.count() / 1000.0, stop_.store_failures);
   return false;
 }
 
@@ -404,10 +405,10 @@ void JobRun::FinishStop() {
   const RecoveryCause cause = record().last_recovery_cause.value_or(RecoveryCause::kWorkerExit);
   const bool counted = CountsAgainstMaxRestarts(cause);
   if (counted && record().restarts >= record().max_restarts) {
-    (void)Stored(Move(JobState::kFailed,
-                      absl::StrCat("gave up after ", record().restarts,
-                                   " restart(s) (max_restarts ", record().max_restarts,
-                                   "): ", stop_.message)));
+    (void)Stored(
+        Move(JobState::kFailed,
+             absl::StrCat("gave up after ", record().restarts, " restart(s) (max_restarts ",
+                          record().max_restarts, "): ", stop_.message)));
     return;
   }
   attempt_.announced_resume_step = ResumeStepOf();
