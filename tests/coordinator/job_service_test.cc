@@ -1,7 +1,5 @@
 // JobService over gRPC in-process, with a tokens file: who may list workers and who sees which
-// job holds a slot.
-#include "coordinator/grpc/job_service_impl.h"
-
+// job holds a slot, and the per-user limit on submissions and cancellations.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -11,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "coordinator/grpc/job_service_impl.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/test_tokens.h"
 #include "tests/coordinator/test_util.h"
@@ -40,7 +39,7 @@ class JobServiceTest : public CoordinatorTest {
     absl::StatusOr<std::unique_ptr<Authenticator>> auth = Authenticator::Load(dir_ / "tokens");
     ASSERT_TRUE(auth.ok()) << auth.status();
     auth_ = std::move(*auth);
-    service_ = std::make_unique<JobServiceImpl>(*coordinator_, *auth_);
+    service_ = std::make_unique<JobServiceImpl>(*coordinator_, *auth_, ServiceOptions());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -53,6 +52,9 @@ class JobServiceTest : public CoordinatorTest {
   void TearDown() override {
     if (server_) server_->Shutdown();
   }
+
+  // What the service is built with; a derived fixture may ask for other limits.
+  virtual JobServiceOptions ServiceOptions() const { return {}; }
 
   // A 30 s deadline and, unless `token` is empty, its bearer header.
   static void Prepare(grpc::ClientContext* context, const std::string& token) {
@@ -158,6 +160,55 @@ TEST_F(JobServiceTest, SubmitIgnoresOutputOnlySpecFieldsAndFillsThemFromTheYaml)
   auto listed = coordinator_->ListJobs(ListRequestData());
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->first.size(), 1u);  // validate_only stored nothing.
+}
+
+// Per-user limits on SubmitJob and CancelJob (issue 25, item 6): a user who submits and cancels
+// as fast as the network allows is refused with RESOURCE_EXHAUSTED before a spec is parsed;
+// other users and admins are not held up.
+class WriteRateServiceTest : public JobServiceTest {
+ protected:
+  JobServiceOptions ServiceOptions() const override {
+    JobServiceOptions options;
+    options.writes.per_second = 0.001;  // Nothing refills within the test.
+    options.writes.burst = 3;
+    return options;
+  }
+  grpc::Status SubmitAs(const char* token, std::string* id = nullptr) {
+    v1::SubmitJobRequest request;
+    request.mutable_spec()->set_config_yaml(JobYaml(1, 1, ""));
+    v1::SubmitJobResponse response;
+    grpc::ClientContext context;
+    Prepare(&context, token);
+    grpc::Status status = stub_->SubmitJob(&context, request, &response);
+    if (id != nullptr) *id = response.job().job_id();
+    return status;
+  }
+  grpc::Status CancelAs(const char* token, const std::string& id) {
+    v1::CancelJobRequest request;
+    request.set_job_id(id);
+    v1::Job response;
+    grpc::ClientContext context;
+    Prepare(&context, token);
+    return stub_->CancelJob(&context, request, &response);
+  }
+};
+
+TEST_F(WriteRateServiceTest, SubmitsAndCancelsShareTheUsersBudget) {
+  std::string id;
+  ASSERT_TRUE(SubmitAs(kAlice, &id).ok());
+  ASSERT_TRUE(SubmitAs(kAlice).ok());
+  ASSERT_TRUE(CancelAs(kAlice, id).ok());
+  const grpc::Status submit = SubmitAs(kAlice);
+  EXPECT_EQ(submit.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(submit.error_message(), ::testing::HasSubstr("user alice: too many job submissions"));
+  EXPECT_EQ(CancelAs(kAlice, id).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Bob and the admin are not held up by alice.
+  EXPECT_TRUE(SubmitAs(kBob).ok());
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(SubmitAs(kRoot).ok()) << i;
+  // The refused calls stored nothing: alice has the two jobs she was allowed.
+  ListRequestData list;
+  list.owner = "alice";
+  EXPECT_EQ(coordinator_->ListJobs(list)->first.size(), 2u);
 }
 
 }  // namespace
