@@ -95,6 +95,16 @@ std::string ReadLatestPointer(const std::string& dir) {
   return std::string(name);
 }
 
+std::optional<int64_t> LatestCompleteStep(const std::string& dir) {
+  const std::string latest = ReadLatestPointer(dir);
+  if (latest.empty()) return std::nullopt;
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::path(dir) / latest / storage::kManifestFileName, ec)) {
+    return std::nullopt;
+  }
+  return storage::ParseStepFolderName(latest, storage::StepNameSpelling::kAnyDigits);
+}
+
 absl::StatusOr<std::vector<CheckpointView>> ListCheckpointFolders(const std::string& dir,
                                                                   bool with_sizes,
                                                                   const ListingLimits& limits) {

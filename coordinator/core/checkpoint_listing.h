@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,5 +34,10 @@ struct ListingLimits {
 // empty when it is missing, unreadable or does not name a step folder. One open and one read of
 // at most 4 KiB: cheap enough under a lock.
 std::string ReadLatestPointer(const std::string& dir);
+
+// The step of the folder `latest` names when that folder holds a complete checkpoint (its
+// MANIFEST.json); nullopt otherwise. One read and one stat: what a resume starts from in the
+// common case, without listing the folder.
+std::optional<int64_t> LatestCompleteStep(const std::string& dir);
 
 }  // namespace deepnet::coordinator

@@ -445,17 +445,18 @@ void JobRun::CheckAllRunning() {
 
 std::optional<int64_t> JobRun::ResumeStepOf() const {
   if (!record().checkpoint_dir.empty()) {
-    // Under the core mutex: the user's folder gets a quarter of a second and 100,000 entries,
-    // then the reported checkpoint is announced instead.
+    // Under the core mutex. Usually `latest` names a complete checkpoint: one read, one stat.
+    if (std::optional<int64_t> latest = LatestCompleteStep(record().checkpoint_dir)) {
+      return latest;
+    }
+    // Else the newest complete one, as the trainer falls back to: the user's folder gets a
+    // quarter of a second and 100,000 entries, then the reported checkpoint is announced.
     ListingLimits limits;
     limits.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
     limits.max_entries = 100'000;
     absl::StatusOr<std::vector<CheckpointView>> found =
         ListCheckpointFolders(record().checkpoint_dir, /*with_sizes=*/false, limits);
     if (found.ok()) {
-      for (const CheckpointView& c : *found) {
-        if (c.latest) return c.step;
-      }
       if (!found->empty()) return found->back().step;  // oldest first
       return std::nullopt;
     }

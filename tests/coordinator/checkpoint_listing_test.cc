@@ -42,6 +42,18 @@ TEST(CheckpointListingTest, MarksTheFolderLatestNames) {
   EXPECT_EQ(ReadLatestPointer(dir.path()), "step_000000010");
 }
 
+// The resume step without a listing: `latest` when it names a complete checkpoint, else none
+// (the caller then lists the folder for the newest complete one).
+TEST(CheckpointListingTest, LatestCompleteStepNeedsTheNamedFoldersManifest) {
+  testing::TempDir dir;
+  MakeCheckpoints(dir);
+  EXPECT_EQ(LatestCompleteStep(dir.path()), std::nullopt);  // no `latest`
+  std::ofstream(dir / "latest") << "step_000000010\n";
+  EXPECT_EQ(LatestCompleteStep(dir.path()), 10);
+  std::ofstream(dir / "latest", std::ios::trunc) << "step_000000030\n";  // no manifest there
+  EXPECT_EQ(LatestCompleteStep(dir.path()), std::nullopt);
+}
+
 TEST(CheckpointListingTest, ALatestLinkedToDevZeroIsIgnoredNotRead) {
   testing::TempDir dir;
   MakeCheckpoints(dir);
