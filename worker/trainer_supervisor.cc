@@ -201,7 +201,26 @@ bool IsSafeJobId(const std::string& job_id) {
   });
 }
 
-TrainerSupervisor::TrainerSupervisor(const SupervisorOptions& options) : options_(options) {}
+namespace {
+
+// `options` with base_env cut to what trainers inherit, once for every trainer to come.
+SupervisorOptions WithInheritedEnv(SupervisorOptions options) {
+  std::vector<std::string> kept;
+  for (std::string& entry : options.base_env) {
+    const std::string name = NameOf(entry);
+    if (!name.empty() && name.size() < entry.size() &&
+        InheritedByTrainers(name, options.trainer_env)) {
+      kept.push_back(std::move(entry));
+    }
+  }
+  options.base_env = std::move(kept);
+  return options;
+}
+
+}  // namespace
+
+TrainerSupervisor::TrainerSupervisor(const SupervisorOptions& options)
+    : options_(WithInheritedEnv(options)) {}
 
 TrainerSupervisor::~TrainerSupervisor() {
   std::map<TaskKey, std::shared_ptr<Task>> tasks;
@@ -219,7 +238,6 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   for (const std::string& entry : options_.base_env) {
     const std::string name = NameOf(entry);
     if (name.empty() || name.size() == entry.size()) continue;
-    if (!InheritedByTrainers(name, options_.trainer_env)) continue;
     vars[name] = entry.substr(name.size() + 1);
   }
   for (const char* name : kOwnedVariables) vars.erase(name);
