@@ -94,6 +94,14 @@ uint64_t TokenId(absl::string_view token) {
   return h == 0 ? 1 : h;
 }
 
+// UNAUTHENTICATED for a call, or an open stream, whose token's `expires` has passed.
+absl::Status Expired(const Principal& principal) {
+  return absl::UnauthenticatedError(absl::StrCat(
+      "the token of user '", principal.user, "' expired at ",
+      absl::FormatTime(absl::RFC3339_sec, principal.expires, absl::UTCTimeZone()),
+      " (ask an admin for a new one)"));
+}
+
 // The fields of a principal that every line of one user must repeat identically.
 bool SameAccount(const Principal& a, const Principal& b) {
   return a.teams == b.teams && a.uid == b.uid && a.gid == b.gid;
@@ -147,6 +155,7 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Load(const std::st
     }
     Entry entry;
     entry.token = std::string(fields[0]);
+    entry.principal.token_id = TokenId(entry.token);
     entry.principal.user = std::string(fields[1]);
     size_t next = 2;
     if (next < fields.size() && !absl::StrContains(fields[next], '=')) {
@@ -219,14 +228,10 @@ absl::Status Authenticator::Reload(const std::string& tokens_file) {
 
 absl::Status Authenticator::StillValid(const Principal& principal, absl::Time now) const {
   if (open_) return absl::OkStatus();
-  if (now >= principal.expires) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "the token of user '", principal.user, "' expired at ",
-        absl::FormatTime(absl::RFC3339_sec, principal.expires, absl::UTCTimeZone())));
-  }
+  if (now >= principal.expires) return Expired(principal);
   const std::shared_ptr<const std::vector<Entry>> entries = Entries();
   for (const Entry& entry : *entries) {
-    if (TokenId(entry.token) == principal.token_id && entry.principal.user == principal.user &&
+    if (entry.principal.token_id == principal.token_id && entry.principal.user == principal.user &&
         entry.principal.role == principal.role) {
       return absl::OkStatus();
     }
@@ -266,15 +271,8 @@ absl::StatusOr<Principal> Authenticator::Authenticate(
     if (ConstantTimeEquals(entry.token, token)) match = &entry;
   }
   if (match == nullptr) return absl::UnauthenticatedError("unknown bearer token");
-  if (now >= match->principal.expires) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "the token of user '", match->principal.user, "' expired at ",
-        absl::FormatTime(absl::RFC3339_sec, match->principal.expires, absl::UTCTimeZone()),
-        " (ask an admin for a new one)"));
-  }
-  Principal principal = match->principal;
-  principal.token_id = TokenId(match->token);
-  return principal;
+  if (now >= match->principal.expires) return Expired(match->principal);
+  return match->principal;
 }
 
 absl::StatusOr<Principal> Authenticator::FindUser(absl::string_view user) const {
@@ -284,6 +282,7 @@ absl::StatusOr<Principal> Authenticator::FindUser(absl::string_view user) const 
     if (entry.principal.user != user) continue;
     Principal account = entry.principal;
     account.expires = absl::InfiniteFuture();
+    account.token_id = 0;  // Not a call's: no token authenticated it.
     return account;
   }
   return absl::NotFoundError(absl::StrCat("no token of user '", user, "' in the tokens file"));

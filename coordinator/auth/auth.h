@@ -108,7 +108,7 @@ class Authenticator {
  private:
   struct Entry {
     std::string token;
-    Principal principal;
+    Principal principal;  // principal.token_id: the token's id, computed once at load.
   };
   Authenticator(bool open, std::vector<Entry> entries)
       : open_(open), entries_(std::make_shared<const std::vector<Entry>>(std::move(entries))) {}
