@@ -6,6 +6,7 @@
 #include <grpcpp/support/string_ref.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,6 +123,28 @@ class Authenticator {
 
 // OK when `principal` may act on job `job_id` of user `owner` (the owner itself, or an admin);
 // PERMISSION_DENIED naming the user and the job otherwise.
+// Asks `check` (an Authenticator::StillValid of an open stream's or session's caller) at most
+// once per `every` and remembers the last OK: what long-lived calls run on each message, so that
+// a revoked or expired token ends them without reading the token table at every message.
+class TokenRecheck {
+ public:
+  explicit TokenRecheck(std::function<absl::Status()> check,
+                        absl::Duration every = absl::Seconds(1))
+      : check_(std::move(check)), every_(every) {}
+  // OK, or the check's error once the token is no longer accepted. Not thread-safe.
+  [[nodiscard]] absl::Status Check(absl::Time now = absl::Now()) {
+    if (!check_ || now - checked_ < every_) return absl::OkStatus();
+    absl::Status status = check_();
+    if (status.ok()) checked_ = now;
+    return status;
+  }
+
+ private:
+  std::function<absl::Status()> check_;
+  absl::Duration every_;
+  absl::Time checked_ = absl::InfinitePast();
+};
+
 [[nodiscard]] absl::Status CheckJobAccess(const Principal& principal, const std::string& owner,
                                           const std::string& job_id);
 

@@ -64,14 +64,9 @@ class FeedStream : public RawWriteReactor,
     }
     // A stream outlives no token: once the caller's expires or is revoked (a reload of the
     // tokens file), it ends UNAUTHENTICATED at its next wake-up (every sweep at the latest).
-    // Checked once a second at most: it reads the token table.
-    const absl::Time now = absl::Now();
-    if (now - validated_ >= absl::Seconds(1)) {
-      if (absl::Status valid = hub_.Validate(who_); !valid.ok()) {
-        FinishLocked(rpc::ToGrpc(valid));
-        return;
-      }
-      validated_ = now;
+    if (absl::Status valid = token_.Check(); !valid.ok()) {
+      FinishLocked(rpc::ToGrpc(valid));
+      return;
     }
     grpc::Status status;
     switch (NextLocked(&buffer_, &status)) {
@@ -124,7 +119,7 @@ class FeedStream : public RawWriteReactor,
   }
 
   const Principal who_;
-  absl::Time validated_ = absl::InfinitePast();  // Last time who_ was found still valid.
+  TokenRecheck token_{[this] { return hub_.Validate(who_); }};  // Guarded by mu_.
   std::shared_ptr<FeedStream> self_;
   int64_t subscription_ = 0;
   grpc::ByteBuffer buffer_;  // the message in flight

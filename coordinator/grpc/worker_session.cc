@@ -18,7 +18,7 @@ WorkerSession::WorkerSession(Coordinator& coordinator, absl::Status admitted,
                              std::function<absl::Status()> still_valid)
     : coordinator_(coordinator),
       outbox_(std::make_shared<Outbox>(this)),
-      still_valid_(std::move(still_valid)) {
+      token_(std::move(still_valid)) {
   if (!admitted.ok()) {
     outbox_->Close(admitted);
     return;
@@ -34,12 +34,9 @@ void WorkerSession::OnReadDone(bool ok) {
   }
   // A worker token revoked (SIGHUP) or expired ends the session: the worker cannot register
   // again with it, so its lease runs out and its jobs restart elsewhere.
-  if (still_valid_ && absl::Now() - validated_ >= absl::Seconds(1)) {
-    if (absl::Status valid = still_valid_(); !valid.ok()) {
-      outbox_->Close(valid);
-      return;
-    }
-    validated_ = absl::Now();
+  if (absl::Status valid = token_.Check(); !valid.ok()) {
+    outbox_->Close(valid);
+    return;
   }
   Handle(incoming_);
   // Acknowledged once handled, not before: the worker forgets an exit report on this ack, so a

@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
+#include "coordinator/auth/auth.h"
 #include "coordinator/core/coordinator.h"
 #include "deepnet/v1/worker_service.grpc.pb.h"
 
@@ -73,8 +73,7 @@ class WorkerSession final
 
   Coordinator& coordinator_;
   std::shared_ptr<Outbox> outbox_;
-  std::function<absl::Status()> still_valid_;
-  absl::Time validated_ = absl::InfinitePast();  // Last time still_valid_ said OK.
+  TokenRecheck token_;  // Read-done callbacks run one at a time.
   v1::WorkerMessage incoming_;
   // Set by the SessionStart (only the reading side touches them).
   bool started_ = false;
