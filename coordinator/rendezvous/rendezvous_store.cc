@@ -92,11 +92,37 @@ absl::Status RendezvousStore::CheckValue(const RendezvousScope& scope, const std
     return absl::InvalidArgumentError(
         absl::StrCat("rendezvous of ", ToString(scope), ": empty key"));
   }
+  if (options_.max_key_bytes > 0 && key.size() > options_.max_key_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous of ", ToString(scope), ": key of ",
+                                                   key.size(), " bytes exceeds the limit of ",
+                                                   options_.max_key_bytes));
+  }
   if (options_.max_value_bytes > 0 && value_size > options_.max_value_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("rendezvous key '", key, "' of ", ToString(scope), ": value of ", value_size,
                      " bytes exceeds the limit of ", options_.max_value_bytes));
   }
+  return absl::OkStatus();
+}
+
+absl::Status RendezvousStore::Put(const RendezvousScope& scope, Scope& s, const std::string& key,
+                                  std::string value) const {
+  auto it = s.values.find(key);
+  if (it == s.values.end() && options_.max_keys_per_scope > 0 &&
+      s.values.size() >= options_.max_keys_per_scope) {
+    return absl::ResourceExhaustedError(absl::StrCat("rendezvous of ", ToString(scope),
+                                                     " holds the maximum of ",
+                                                     options_.max_keys_per_scope, " keys"));
+  }
+  const size_t freed = it == s.values.end() ? 0 : key.size() + it->second.size();
+  const size_t bytes = s.bytes - freed + key.size() + value.size();
+  if (options_.max_bytes_per_scope > 0 && bytes > options_.max_bytes_per_scope) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("rendezvous of ", ToString(scope), ": storing key '", key, "' would hold ",
+                     bytes, " bytes, over the limit of ", options_.max_bytes_per_scope));
+  }
+  s.bytes = bytes;
+  s.values.insert_or_assign(key, std::move(value));
   return absl::OkStatus();
 }
 
@@ -109,13 +135,7 @@ absl::Status RendezvousStore::Set(const RendezvousScope& scope, const std::strin
     absl::StatusOr<Scope*> found = FindScope(scope);
     if (!found.ok()) return found.status();
     Scope& s = **found;
-    if (options_.max_keys_per_scope > 0 && s.values.size() >= options_.max_keys_per_scope &&
-        s.values.count(key) == 0) {
-      return absl::ResourceExhaustedError(absl::StrCat("rendezvous of ", ToString(scope),
-                                                       " holds the maximum of ",
-                                                       options_.max_keys_per_scope, " keys"));
-    }
-    s.values[key] = std::move(value);
+    if (absl::Status put = Put(scope, s, key, std::move(value)); !put.ok()) return put;
     CollectReady(s, completions);
   }
   Deliver(completions);
@@ -191,14 +211,8 @@ absl::StatusOr<int64_t> RendezvousStore::Add(const RendezvousScope& scope, const
                                                 ToString(scope), ": ", current, " + ", delta,
                                                 " overflows int64"));
     }
-    if (it == s.values.end() && options_.max_keys_per_scope > 0 &&
-        s.values.size() >= options_.max_keys_per_scope) {
-      return absl::ResourceExhaustedError(absl::StrCat("rendezvous of ", ToString(scope),
-                                                       " holds the maximum of ",
-                                                       options_.max_keys_per_scope, " keys"));
-    }
     sum = current + delta;
-    s.values[key] = absl::StrCat(sum);
+    if (absl::Status put = Put(scope, s, key, absl::StrCat(sum)); !put.ok()) return put;
     CollectReady(s, completions);
   }
   Deliver(completions);
@@ -220,7 +234,12 @@ absl::StatusOr<bool> RendezvousStore::Delete(const RendezvousScope& scope, const
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Scope*> found = FindScope(scope);
   if (!found.ok()) return found.status();
-  return (*found)->values.erase(key) > 0;
+  Scope& s = **found;
+  auto it = s.values.find(key);
+  if (it == s.values.end()) return false;
+  s.bytes -= key.size() + it->second.size();
+  s.values.erase(it);
+  return true;
 }
 
 absl::StatusOr<CompareSetResult> RendezvousStore::CompareSet(const RendezvousScope& scope,
@@ -239,13 +258,8 @@ absl::StatusOr<CompareSetResult> RendezvousStore::CompareSet(const RendezvousSco
     const bool matches = it == s.values.end() ? !expected.has_value()
                                               : expected.has_value() && *expected == it->second;
     if (matches) {
-      if (it == s.values.end() && options_.max_keys_per_scope > 0 &&
-          s.values.size() >= options_.max_keys_per_scope) {
-        return absl::ResourceExhaustedError(absl::StrCat("rendezvous of ", ToString(scope),
-                                                         " holds the maximum of ",
-                                                         options_.max_keys_per_scope, " keys"));
-      }
-      it = s.values.insert_or_assign(key, std::move(desired)).first;
+      if (absl::Status put = Put(scope, s, key, std::move(desired)); !put.ok()) return put;
+      it = s.values.find(key);
       result.swapped = true;
       CollectReady(s, completions);
     }
@@ -292,6 +306,11 @@ void RendezvousStore::WaitAsync(const RendezvousScope& scope, std::vector<std::s
       } else if (options_.max_waiters > 0 && waiters_.size() >= options_.max_waiters) {
         immediate = absl::ResourceExhaustedError(absl::StrCat(
             "rendezvous store: ", waiters_.size(), " calls are waiting already (the maximum)"));
+      } else if (options_.max_waiters_per_scope > 0 &&
+                 s.waiters.size() >= options_.max_waiters_per_scope) {
+        immediate = absl::ResourceExhaustedError(
+            absl::StrCat("rendezvous of ", ToString(scope), ": ", s.waiters.size(),
+                         " calls are waiting already (the maximum per attempt)"));
       } else {
         const WaiterId new_id = next_waiter_id_++;
         const bool earliest = deadlines_.empty() || deadline < deadlines_.begin()->first;

@@ -38,10 +38,17 @@ std::string ToString(const RendezvousScope& scope);
 struct RendezvousStoreOptions {
   // Largest value in bytes; 0 means unbounded.
   size_t max_value_bytes = 1 << 20;
+  // Longest key in bytes; 0 means unbounded.
+  size_t max_key_bytes = 4096;
   // Keys one scope may hold; 0 means unbounded.
   size_t max_keys_per_scope = 1 << 16;
+  // Bytes of keys and values one scope may hold; 0 means unbounded. With the per-scope waiter
+  // cap below, one job's trainers cannot take the memory or the waiter slots of the others.
+  size_t max_bytes_per_scope = 64 << 20;
   // Calls blocked in Get/Wait at once, over all scopes; 0 means unbounded.
   size_t max_waiters = 1 << 16;
+  // Calls blocked in Get/Wait at once in one scope; 0 means unbounded.
+  size_t max_waiters_per_scope = 8192;
 };
 
 struct CompareSetResult {
@@ -134,6 +141,7 @@ class RendezvousStore {
   struct Scope {
     std::unordered_map<std::string, std::string> values;
     std::set<WaiterId> waiters;
+    size_t bytes = 0;  // Of every key and value in `values`.
   };
   // A callback and the result to deliver to it once the lock is released.
   using Completion = std::pair<WaitCallback, absl::StatusOr<std::vector<std::string>>>;
@@ -142,6 +150,10 @@ class RendezvousStore {
   absl::StatusOr<Scope*> FindScope(const RendezvousScope& scope) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckValue(const RendezvousScope& scope, const std::string& key,
                           size_t value_size) const;
+  // Stores `value` at `key` in `s`, or ResourceExhausted when the scope's key count or byte
+  // budget (options_) would be exceeded.
+  absl::Status Put(const RendezvousScope& scope, Scope& s, const std::string& key,
+                   std::string value) const;
   // After `scope` gained keys: completes the waiters whose keys now all exist.
   void CollectReady(Scope& scope, std::vector<Completion>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes waiter `id` (which must exist) and returns its callback.

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <future>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -245,6 +247,64 @@ TEST(RendezvousStoreLimitsTest, OversizedValuesAndTooManyKeysAreRefused) {
   ASSERT_TRUE(store.Set(scope, "b", "2").ok());  // Replacing is fine.
   EXPECT_EQ(store.Set(scope, "c", "1").code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(store.Add(scope, "c", 1).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(RendezvousStoreLimitsTest, OneScopeCannotTakeTheMemoryOfTheOthers) {
+  RendezvousStoreOptions options;
+  options.max_key_bytes = 8;
+  options.max_bytes_per_scope = 20;
+  RendezvousStore store(options);
+  const RendezvousScope greedy{"greedy", 1};
+  const RendezvousScope other{"other", 1};
+  ASSERT_TRUE(store.OpenAttempt(greedy).ok());
+  ASSERT_TRUE(store.OpenAttempt(other).ok());
+  EXPECT_EQ(store.Set(greedy, "123456789", "v").code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store.Set(greedy, "a", "123456789").ok());  // 10 bytes.
+  ASSERT_TRUE(store.Set(greedy, "b", "12345678").ok());   // 19 bytes.
+  absl::Status full = store.Set(greedy, "c", "12");
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.message(), HasSubstr("over the limit of 20"));
+  EXPECT_EQ(store.CompareSet(greedy, "c", std::nullopt, "12").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Replacing counts the new size, not both.
+  EXPECT_TRUE(store.Set(greedy, "b", "123456789").ok());  // 20 bytes.
+  // Deleting frees its bytes.
+  ASSERT_TRUE(store.Delete(greedy, "a").value());
+  EXPECT_TRUE(store.Set(greedy, "c", "12345").ok());
+  // The other scope has its own budget.
+  EXPECT_TRUE(store.Set(other, "a", "123456789").ok());
+  EXPECT_TRUE(store.Set(other, "b", "12345678").ok());
+}
+
+TEST(RendezvousStoreLimitsTest, OneScopeCannotTakeEveryWaiterSlot) {
+  RendezvousStoreOptions options;
+  options.max_waiters_per_scope = 2;
+  RendezvousStore store(options);
+  const RendezvousScope greedy{"greedy", 1};
+  const RendezvousScope other{"other", 1};
+  ASSERT_TRUE(store.OpenAttempt(greedy).ok());
+  ASSERT_TRUE(store.OpenAttempt(other).ok());
+  std::vector<absl::Status> results;
+  std::mutex mu;
+  auto record = [&](absl::StatusOr<std::vector<std::string>> r) {
+    std::lock_guard<std::mutex> lock(mu);
+    results.push_back(r.status());
+  };
+  RendezvousStore::WaiterId ids[4] = {};
+  store.WaitAsync(greedy, {"x"}, In(milliseconds(60000)), record, &ids[0]);
+  store.WaitAsync(greedy, {"x"}, In(milliseconds(60000)), record, &ids[1]);
+  store.WaitAsync(greedy, {"x"}, In(milliseconds(60000)), record, &ids[2]);
+  ASSERT_EQ(ids[2], 0u);  // Refused at once.
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0].code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(results[0].message(), HasSubstr("per attempt"));
+  }
+  store.WaitAsync(other, {"x"}, In(milliseconds(60000)), record, &ids[3]);
+  EXPECT_NE(ids[3], 0u);  // Another job still waits.
+  EXPECT_EQ(store.num_waiters(), 3u);
+  store.Shutdown();
 }
 
 }  // namespace
