@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "coordinator/auth/secrets.h"
 
 namespace deepnet::coordinator {
 
@@ -28,17 +29,6 @@ absl::StatusOr<Role> ParseRole(absl::string_view text) {
   if (text == "worker") return Role::kWorker;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown role '", text, "' (expected user, admin or worker)"));
-}
-
-// Equal contents, in time that depends on the lengths only, not on where the bytes differ
-// (so response times do not reveal a token's prefix).
-bool ConstantTimeEquals(absl::string_view known, absl::string_view presented) {
-  unsigned char diff = known.size() == presented.size() ? 0 : 1;
-  for (size_t i = 0; i < known.size(); ++i) {
-    const unsigned char p = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
-    diff |= static_cast<unsigned char>(known[i]) ^ p;
-  }
-  return diff == 0;
 }
 
 // Applies one `KEY=VALUE` field of a tokens-file line to `principal`.
@@ -72,6 +62,29 @@ absl::Status ApplyOption(absl::string_view field, Principal* principal) {
     (key == "uid" ? principal->uid : principal->gid) = id;
     return absl::OkStatus();
   }
+  if (key == "workers") {
+    if (principal->role != Role::kWorker) {
+      return absl::InvalidArgumentError(
+          "workers: only a worker token names the workers it may act as");
+    }
+    std::vector<std::string> names;
+    for (absl::string_view pattern : absl::StrSplit(value, ',')) {
+      const bool valid =
+          !pattern.empty() && pattern.size() <= 64 &&
+          std::all_of(pattern.begin(), pattern.end(), [](char c) {
+            return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                   c == '-' || c == '*';
+          });
+      if (!valid) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "workers: '", pattern,
+            "' is not a worker name or pattern (1 to 64 of [A-Za-z0-9._-], '*' for any run)"));
+      }
+      names.emplace_back(pattern);
+    }
+    principal->worker_names = std::move(names);
+    return absl::OkStatus();
+  }
   if (key == "expires") {
     absl::Time expires;
     std::string error;
@@ -84,7 +97,7 @@ absl::Status ApplyOption(absl::string_view field, Principal* principal) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown option '", key, "' (expected teams, uid, gid or expires)"));
+      absl::StrCat("unknown option '", key, "' (expected teams, uid, gid, expires or workers)"));
 }
 
 // A token's id in a Principal: a hash, so that the token itself is kept in one place only.
@@ -165,6 +178,9 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Load(const std::st
       entry.principal.role = *role;
       ++next;
     }
+    if (entry.principal.role == Role::kWorker) {
+      entry.principal.worker_names = {entry.principal.user};  // Unless `workers=` says otherwise.
+    }
     for (; next < fields.size(); ++next) {
       if (!absl::StrContains(fields[next], '=')) {
         return absl::InvalidArgumentError(
@@ -244,9 +260,8 @@ std::unique_ptr<Authenticator> Authenticator::Open() {
   return std::unique_ptr<Authenticator>(new Authenticator(true, {}));
 }
 
-absl::StatusOr<Principal> Authenticator::Authenticate(
-    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, absl::Time now) const {
-  if (open_) return Principal{"anonymous", Role::kAdmin};
+absl::StatusOr<absl::string_view> BearerToken(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) {
   const auto it = metadata.find("authorization");
   if (it == metadata.end()) {
     return absl::UnauthenticatedError(
@@ -264,11 +279,19 @@ absl::StatusOr<Principal> Authenticator::Authenticate(
     return absl::UnauthenticatedError(
         "malformed authorization metadata: expected 'Bearer <token>'");
   }
+  return token;
+}
+
+absl::StatusOr<Principal> Authenticator::Authenticate(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, absl::Time now) const {
+  if (open_) return Principal{"anonymous", Role::kAdmin};
+  absl::StatusOr<absl::string_view> token = BearerToken(metadata);
+  if (!token.ok()) return token.status();
   // Every entry is compared, with no early exit, so timing does not tell which one matched.
   const std::shared_ptr<const std::vector<Entry>> entries = Entries();
   const Entry* match = nullptr;
   for (const Entry& entry : *entries) {
-    if (ConstantTimeEquals(entry.token, token)) match = &entry;
+    if (ConstantTimeEquals(entry.token, *token)) match = &entry;
   }
   if (match == nullptr) return absl::UnauthenticatedError("unknown bearer token");
   if (now >= match->principal.expires) return Expired(match->principal);
@@ -311,6 +334,46 @@ absl::Status CheckWorkerAccess(const Principal& principal) {
   return absl::PermissionDeniedError(
       absl::StrCat("user '", principal.user, "' (role ", RoleName(principal.role),
                    ") may not call the worker or rendezvous services: needs a worker token"));
+}
+
+namespace {
+
+// Whether `name` matches `pattern`, in which '*' matches any run of characters (none included).
+// Greedy with backtracking to the last '*': O(|pattern| × |name|) at worst.
+bool MatchesPattern(absl::string_view pattern, absl::string_view name) {
+  size_t p = 0, n = 0;
+  size_t star = absl::string_view::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (star != absl::string_view::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+}  // namespace
+
+absl::Status MayActAsWorker(const Principal& principal, absl::string_view worker_name) {
+  if (principal.role == Role::kAdmin) return absl::OkStatus();
+  if (principal.role == Role::kWorker) {
+    for (const std::string& pattern : principal.worker_names) {
+      if (MatchesPattern(pattern, worker_name)) return absl::OkStatus();
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "the token of '", principal.user, "' (role ", RoleName(principal.role),
+      ") may not act as worker '", worker_name,
+      "': each worker needs its own token, or one whose workers= option names it"));
 }
 
 absl::string_view RoleName(Role role) {

@@ -29,7 +29,7 @@ namespace deepnet::coordinator {
 enum class Role {
   kUser,    // Submits jobs and acts on its own jobs.
   kAdmin,   // Acts on every job, and may call the worker services.
-  kWorker,  // Worker daemons and their trainers: WorkerService and Rendezvous.
+  kWorker,  // Worker daemons: WorkerService, each as the worker names its token allows.
 };
 
 // Who made a call.
@@ -52,7 +52,16 @@ struct Principal {
   // Which token authenticated the call (a hash of it; 0 in open mode and for FindUser), so that
   // a stream opened with it can be ended once the token is revoked (StillValid).
   uint64_t token_id = 0;
+  // For a worker token: the worker names it may register and report as (tokens file
+  // `workers=PATTERN,...`, '*' matching any run of characters); without that option, only the
+  // name in the USER field. See MayActAsWorker.
+  std::vector<std::string> worker_names;
 };
+
+// The token of "authorization: Bearer <token>" metadata; UNAUTHENTICATED saying what is wrong
+// when it is missing or malformed (never echoing what was sent).
+[[nodiscard]] absl::StatusOr<absl::string_view> BearerToken(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata);
 
 // True when `name` may name a user or a team: 1 to 64 characters from [A-Za-z0-9._-], not
 // starting with '.' or '-' (user and team names become folder names under the storage root).
@@ -62,7 +71,7 @@ bool IsValidPrincipalName(absl::string_view name);
 class Authenticator {
  public:
   // Tokens file: `TOKEN USER [ROLE] [KEY=VALUE ...]` per line (ROLE user|admin|worker, default
-  // user; KEY teams, uid, gid or expires, see Principal), '#' comments and blank lines ignored.
+  // user; KEY teams, uid, gid, expires or, for a worker token, workers; see Principal), '#' comments and blank lines ignored.
   // Lines of one user must agree on teams, uid and gid. INVALID_ARGUMENT naming file:line for a bad
   // line, a duplicate token or a token shorter than kMinTokenLength characters (the token itself is
   // never put in a message); NOT_FOUND naming the file when it does not exist, INVALID_ARGUMENT
@@ -148,9 +157,14 @@ class TokenRecheck {
 [[nodiscard]] absl::Status CheckJobAccess(const Principal& principal, const std::string& owner,
                                           const std::string& job_id);
 
-// OK for a worker or an admin (WorkerService, Rendezvous); PERMISSION_DENIED naming the user
-// otherwise.
+// OK for a worker or an admin (WorkerService); PERMISSION_DENIED naming the user otherwise.
 [[nodiscard]] absl::Status CheckWorkerAccess(const Principal& principal);
+
+// OK when `principal` may register, attach and report as the worker named `worker_name`: an
+// admin, or a worker token whose worker_names match it; PERMISSION_DENIED naming both otherwise.
+// One worker's token cannot act as another worker.
+[[nodiscard]] absl::Status MayActAsWorker(const Principal& principal,
+                                          absl::string_view worker_name);
 
 // "user", "admin", "worker" (the names used in the tokens file).
 absl::string_view RoleName(Role role);
