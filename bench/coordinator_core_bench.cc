@@ -159,7 +159,7 @@ int Run(int64_t jobs, int worker_count, int slots, int rounds, int heartbeat_rou
     absl::StatusOr<RegistrationResult> r = coordinator->Register(reg);
     if (!r.ok()) return 1;
     BenchWorker worker{reg.worker_name, r->epoch, std::make_shared<RecordingSink>(), 0};
-    if (!coordinator->AttachSession(worker.id, worker.epoch, worker.sink).ok()) return 1;
+    if (!coordinator->AttachSession(worker.id, worker.epoch, r->session_secret, worker.sink).ok()) return 1;
     workers.push_back(std::move(worker));
   }
 

@@ -36,6 +36,7 @@ bool FakeWorker::Register(v1::WorkerService::Stub& stub) {
   }
   worker_id_ = response.worker_id();
   epoch_ = response.epoch();
+  session_secret_ = response.session_secret();
   return true;
 }
 
@@ -50,7 +51,7 @@ void FakeWorker::OpenSession(v1::WorkerService::Stub& stub, CommandHandler on_co
   StartRead(&incoming_);
   StartCall();
   v1::WorkerMessage start;
-  start.mutable_start();
+  start.mutable_start()->set_session_secret(session_secret_);
   Enqueue(std::move(start));
 }
 

@@ -68,6 +68,7 @@ class FakeWorker final
   const int slots_;
   std::string worker_id_;
   int64_t epoch_ = 0;
+  std::string session_secret_;  // Echoed in the SessionStart.
   grpc::ClientContext context_;
   CommandHandler on_command_;
   v1::CoordinatorMessage incoming_;

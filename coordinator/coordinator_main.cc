@@ -187,8 +187,16 @@ int Run(const Flags& flags) {
     audit = std::move(*opened);
   }
 
+  // Each rank's rendezvous credential (with authentication on): signed with a key drawn now.
+  std::unique_ptr<TrainerCredentials> trainer_credentials;
+  if (!(*auth)->open()) {
+    absl::StatusOr<std::unique_ptr<TrainerCredentials>> created = TrainerCredentials::Create();
+    if (!created.ok()) return Fail(std::string(created.status().message()));
+    trainer_credentials = std::move(*created);
+  }
   RendezvousStore rendezvous;
-  RendezvousService rendezvous_service(rendezvous, (*auth)->open() ? nullptr : auth->get());
+  RendezvousService rendezvous_service(rendezvous, (*auth)->open() ? nullptr : auth->get(),
+                                       trainer_credentials.get());
   rpc::EnableHealthAndReflection();
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -244,6 +252,7 @@ int Run(const Flags& flags) {
         "is accepted; set one on a shared service)");
   }
   options.accounts = auth->get();
+  options.trainer_credentials = trainer_credentials.get();
   options.limits = limits;
   options.is_admin = [&authenticator](const std::string& user) {
     if (authenticator.open()) return true;  // every caller is an admin

@@ -343,7 +343,7 @@ check_k8s_schemas() {
   # Throw-away token files for the secretGenerator (real ones never enter git).
   cp -r "$DEPLOY/kubernetes" "$tmp/kubernetes"
   mkdir -p "$tmp/kubernetes/secrets"
-  printf 'test-worker-token-0123456789 workers worker\n' > "$tmp/kubernetes/secrets/tokens"
+  printf 'test-worker-token-0123456789 workers worker workers=deepnet-worker-*\n' > "$tmp/kubernetes/secrets/tokens"
   printf 'test-worker-token-0123456789\n' > "$tmp/kubernetes/secrets/worker-token"
   run_check "Kubernetes objects: API schemas, no unknown fields, requests/limits, PodDisruptionBudgets, image tags = project(VERSION)" \
     schemas k8s "$tmp/kubernetes" "$ROOT/CMakeLists.txt"

@@ -57,7 +57,7 @@ fi
 # 3. The service.
 user_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 worker_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-printf '%s tester user\n%s workers worker\n' "$user_token" "$worker_token" > tokens
+printf '%s tester user\n%s installed worker\n' "$user_token" "$worker_token" > tokens
 printf '%s\n' "$worker_token" > worker.token
 "$bin/deepnet-coordinator" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
   --db coordinator.db --tokens-file tokens --port-file ports > coordinator.log 2>&1 &

@@ -106,10 +106,14 @@ CHECKPOINTS="$STORAGE/users/demo/l10n-checkpoints"
 rm -rf "$SERVICE_DIR" "$CHECKPOINTS"
 mkdir -p "$SERVICE_DIR"
 USER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-WORKER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-printf '%s demo user\n%s workers worker\n' "$USER_TOKEN" "$WORKER_TOKEN" > "$SERVICE_DIR/tokens"
-printf '%s\n' "$WORKER_TOKEN" > "$SERVICE_DIR/worker.token"
-chmod 600 "$SERVICE_DIR/tokens" "$SERVICE_DIR/worker.token"
+printf '%s demo user\n' "$USER_TOKEN" > "$SERVICE_DIR/tokens"
+# One token per worker daemon, good only for its name (docs/OPERATIONS.md, "Threat model").
+for w in 1 2; do
+  worker_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  printf '%s demo-w%s worker\n' "$worker_token" "$w" >> "$SERVICE_DIR/tokens"
+  printf '%s\n' "$worker_token" > "$SERVICE_DIR/worker-$w.token"
+done
+chmod 600 "$SERVICE_DIR/tokens" "$SERVICE_DIR"/worker-*.token
 sed -e "s|@STORAGE@|$STORAGE|g" -e "s|max_minutes: 14|max_minutes: $MINUTES|" \
   examples/l10n_service.yaml > "$SERVICE_DIR/job.yaml"
 "$DEEPNET" inspect --config "$SERVICE_DIR/job.yaml" --vocab-size "$VOCAB"
@@ -142,7 +146,7 @@ for w in 1 2; do
     if [ "$WORKER_DELAY" != 0 ]; then sleep "$WORKER_DELAY"; fi
     exec "$WORKER" --coordinator "127.0.0.1:$PORT" --name "demo-w$w" \
       --slots 2 --work-dir "$SERVICE_DIR/w$w" --trainer "$TRAINER" \
-      --token-file "$SERVICE_DIR/worker.token" --listen 127.0.0.1:0 \
+      --token-file "$SERVICE_DIR/worker-$w.token" --listen 127.0.0.1:0 \
       --storage-root "$STORAGE" "${TRAINER_ACCOUNT[@]}"
   ) > "$SERVICE_DIR/worker-$w.log" 2>&1 &
   pids+=($!)

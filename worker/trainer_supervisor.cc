@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "job/job_config.h"
 #include "job/job_paths.h"
 #include "job/stop_exit.h"
@@ -82,6 +83,7 @@ constexpr const char* kOwnedVariables[] = {"DEEPNET_RANK",
                                            "DEEPNET_LOCAL_RANK",
                                            "DEEPNET_LOCAL_SIZE",
                                            "DEEPNET_JOB_ID",
+                                           "DEEPNET_JOB_UID",
                                            "DEEPNET_ATTEMPT",
                                            "DEEPNET_RENDEZVOUS",
                                            "DEEPNET_TOKEN",
@@ -139,13 +141,20 @@ absl::Status PrepareFolders(const AssignmentSpec& spec, const std::string& attem
 
 }  // namespace
 
-absl::Status ClaimJobFolder(const std::string& job_dir, const std::string& owner) {
+absl::Status ClaimJobFolder(const std::string& job_dir, const std::string& owner,
+                            const std::string& job_uid) {
   namespace fs = std::filesystem;
   const std::string marker = (fs::path(job_dir) / kJobOwnerFile).string();
+  const std::string identity = job_uid.empty() ? owner : absl::StrCat(owner, " ", job_uid);
   std::error_code ec;
   if (fs::exists(job_dir, ec)) {
     absl::StatusOr<std::string> recorded = storage::ReadGuardedFile(marker, 4096);
-    if (recorded.ok() && absl::StripTrailingAsciiWhitespace(*recorded) != owner) {
+    const std::pair<std::string, std::string> was = absl::StrSplit(
+        recorded.ok() ? absl::StripTrailingAsciiWhitespace(*recorded) : "", absl::MaxSplits(' ', 1));
+    // The same job: the same owner, and the same uid where both name one.
+    const bool same_job = was.first == owner &&
+                          (was.second.empty() || job_uid.empty() || was.second == job_uid);
+    if (recorded.ok() && !same_job) {
       // Another job of the same id: the coordinator's database was replaced or lost and ids
       // started over. Its logs are not the new owner's to read: kept aside for the admin.
       const std::string aside =
@@ -156,9 +165,8 @@ absl::Status ClaimJobFolder(const std::string& job_dir, const std::string& owner
       fs::rename(job_dir, aside, ec);
       if (ec)
         return absl::InternalError(absl::StrCat("cannot move ", job_dir, " aside: ", ec.message()));
-      spdlog::warn("{} belonged to another job of the same id (owner {}, now {}): moved to {}",
-                   job_dir, std::string(absl::StripTrailingAsciiWhitespace(*recorded)), owner,
-                   aside);
+      spdlog::warn("{} belonged to another job of the same id ({}, now {}): moved to {}", job_dir,
+                   std::string(absl::StripTrailingAsciiWhitespace(*recorded)), identity, aside);
     } else if (recorded.ok()) {
       return absl::OkStatus();
     }
@@ -166,7 +174,7 @@ absl::Status ClaimJobFolder(const std::string& job_dir, const std::string& owner
   fs::create_directories(job_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", job_dir, ": ", ec.message()));
   // Written once per job folder (a folder from before the marker existed is adopted).
-  return storage::WriteFileAtomically(marker, owner + "\n");
+  return storage::WriteFileAtomically(marker, identity + "\n");
 }
 
 bool InheritedByTrainers(const std::string& name, const std::vector<std::string>& extra) {
@@ -247,6 +255,7 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   vars["DEEPNET_LOCAL_RANK"] = std::to_string(local_rank);
   vars["DEEPNET_LOCAL_SIZE"] = std::to_string(local_size);
   vars["DEEPNET_JOB_ID"] = spec.job_id;
+  if (!spec.job_uid.empty()) vars["DEEPNET_JOB_UID"] = spec.job_uid;
   vars["DEEPNET_ATTEMPT"] = std::to_string(spec.attempt);
   // The trainer exits if this daemon dies (cli/parent_watch.h): no orphan keeps training.
   vars["DEEPNET_WORKER_PID"] = std::to_string(getpid());
@@ -256,7 +265,9 @@ std::vector<std::string> TrainerSupervisor::TrainerEnv(const AssignmentSpec& spe
   auto set_if = [&](const char* name, const std::string& value) {
     if (!value.empty()) vars[name] = value;
   };
-  set_if("DEEPNET_TOKEN", options_.token);
+  // The rank's own rendezvous credential, never the daemon's token: a trainer (and its job's
+  // owner, who can read its environment) holds only what that rank's rendezvous needs.
+  set_if("DEEPNET_TOKEN", rank.rendezvous_credential);
   set_if("DEEPNET_CA_CERT", options_.ca_cert_file);
   set_if("DEEPNET_TLS_SERVER_NAME", options_.tls_server_name);
   set_if("DEEPNET_ADVERTISE_ADDRESS", options_.advertise_address);
@@ -436,7 +447,8 @@ absl::Status TrainerSupervisor::Assign(const AssignmentSpec& spec) {
     }
   }
   if (absl::Status s = ClaimJobFolder(
-          (std::filesystem::path(options_.work_dir) / spec.job_id).string(), spec.owner);
+          (std::filesystem::path(options_.work_dir) / spec.job_id).string(), spec.owner,
+          spec.job_uid);
       !s.ok()) {
     return absl::InternalError(absl::StrCat(what, ": ", s.message()));
   }

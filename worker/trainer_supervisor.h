@@ -47,9 +47,9 @@ struct SupervisorOptions {
   // Resource limits every trainer gets (--trainer-core-size, --trainer-max-open-files,
   // --trainer-max-address-space).
   std::vector<TrainerLimit> limits;
-  // Passed to trainers as DEEPNET_TOKEN / DEEPNET_CA_CERT / DEEPNET_TLS_SERVER_NAME /
-  // DEEPNET_ADVERTISE_ADDRESS when non-empty (never inherited from base_env).
-  std::string token;
+  // Passed to trainers as DEEPNET_CA_CERT / DEEPNET_TLS_SERVER_NAME / DEEPNET_ADVERTISE_ADDRESS
+  // when non-empty (never inherited from base_env). The supervisor holds no token: a trainer's
+  // DEEPNET_TOKEN is its rank's rendezvous credential (RankLaunch).
   std::string ca_cert_file;
   std::string tls_server_name;
   std::string advertise_address;
@@ -69,11 +69,15 @@ struct RankLaunch {
   int rank = 0;
   // WorkerSlot index on this worker.
   int slot_index = 0;
+  // The rank's credential for the coordinator's rendezvous (RankAssignment.
+  // rendezvous_credential), the trainer's DEEPNET_TOKEN; empty: the trainer gets no token.
+  std::string rendezvous_credential;
 };
 
 // The ranks of one job attempt placed on this worker (Assignment, without protos).
 struct AssignmentSpec {
   std::string job_id;
+  std::string job_uid;  // Assignment.job_uid: the trainers' DEEPNET_JOB_UID.
   // >= 1.
   int attempt = 0;
   std::vector<RankLaunch> ranks;
@@ -208,13 +212,16 @@ class TrainerSupervisor {
 // Whether `job_id` can name a folder: 1..128 of [A-Za-z0-9._-], not "." or "..".
 bool IsSafeJobId(const std::string& job_id);
 
-// The file in a job's folder of the worker (WORK/<job>/) that names the job's owner.
+// The file in a job's folder of the worker (WORK/<job>/) that names the job: "<owner> <job uid>"
+// (or "<owner>" alone, written by workers before the job uid).
 inline constexpr char kJobOwnerFile[] = ".owner";
-// Makes `job_dir` the folder of a job of `owner`. A folder that names another owner belonged to
-// an earlier job of the same id (a coordinator whose database was lost hands ids out again): it
-// is moved aside (job_dir.previous-<unix ms>) so that the new owner neither reads its logs nor
-// gets it handed over. A folder without the file is adopted.
-absl::Status ClaimJobFolder(const std::string& job_dir, const std::string& owner);
+// Makes `job_dir` the folder of the job `job_uid` of `owner` (Assignment.job_uid; empty: not
+// known). A folder that names another owner, or another uid, belonged to an earlier job of the
+// same id (a coordinator whose database was lost hands ids out again): it is moved aside
+// (job_dir.previous-<unix ms>) so that the new job neither reads its logs nor gets it handed
+// over. A folder without the file is adopted.
+absl::Status ClaimJobFolder(const std::string& job_dir, const std::string& owner,
+                            const std::string& job_uid);
 
 // Whether a trainer inherits the daemon's variable `name`: the allow-list above, or one of
 // `extra` (NAME, or PREFIX* ). Anything else of the daemon's (credentials, cloud keys,

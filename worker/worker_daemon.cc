@@ -53,9 +53,10 @@ v1::TaskStatus ToProto(const TaskSnapshot& task) {
 AssignmentSpec FromProto(const v1::Assignment& a) {
   AssignmentSpec spec;
   spec.job_id = a.job_id();
+  spec.job_uid = a.job_uid();
   spec.attempt = a.attempt();
   for (const v1::RankAssignment& r : a.ranks()) {
-    spec.ranks.push_back({r.rank(), r.slot_index()});
+    spec.ranks.push_back({r.rank(), r.slot_index(), r.rendezvous_credential()});
   }
   spec.world_size = a.world_size();
   spec.config_yaml = a.config_yaml();
@@ -391,7 +392,7 @@ bool WorkerDaemon::RunSession() {
   if (stopping_.load()) CancelSession("worker shutting down");
 
   v1::WorkerMessage start;
-  start.mutable_start();
+  start.mutable_start()->set_session_secret(response.session_secret());
   if (Send(start)) {
     RequeueUnacknowledged();
     v1::CoordinatorMessage message;

@@ -223,7 +223,6 @@ int main(int argc, char** argv) {
     return Fail(std::string(s.message()));
   }
   for (char** e = environ; *e != nullptr; ++e) sup.base_env.emplace_back(*e);
-  sup.token = options.token;
   sup.ca_cert_file = ca_cert.empty() ? "" : std::filesystem::absolute(ca_cert, ec).string();
   sup.tls_server_name = tls_server_name;
   sup.advertise_address = advertise_address;

@@ -47,7 +47,8 @@ Coordinator::Coordinator(const CoordinatorOptions& options, JobStore* store,
       limits_(options.limits, options.is_admin),
       job_context_{store,        scheduler_.get(),   rendezvous,
                    metrics,      &workers_,          this,
-                   options.stop_grace, options.stop_timeout, options.points_per_job},
+                   options.stop_grace, options.stop_timeout, options.points_per_job,
+                   options.trainer_credentials},
       rendezvous_address_(options.rendezvous_address) {}
 
 void Coordinator::SetRendezvousAddress(const std::string& address) {

@@ -65,6 +65,10 @@ struct CoordinatorOptions {
   // assignment (the worker checks paths and picks the trainer's account with them). May be null
   // (the owner is sent alone). Must outlive the coordinator.
   const Authenticator* accounts = nullptr;
+  // Mints the credential each rank's trainer presents to the Rendezvous service (sent with its
+  // assignment; the worker's own token never reaches a trainer). Null: none is sent (a
+  // coordinator without authentication). Must outlive the coordinator.
+  const TrainerCredentials* trainer_credentials = nullptr;
   SchedulerOptions scheduler;
   // Metric points kept per job for StreamMetrics replays (the oldest are dropped).
   size_t points_per_job = 20000;
@@ -228,7 +232,9 @@ class Coordinator : private JobRunObserver {
 
   // --- WorkerService. Stale epochs: ABORTED; unknown worker: NOT_FOUND. ---
   [[nodiscard]] absl::StatusOr<RegistrationResult> Register(const Registration& registration);
+  // `session_secret`: the one Register returned with `epoch` (PERMISSION_DENIED otherwise).
   [[nodiscard]] absl::Status AttachSession(const std::string& worker_id, int64_t epoch,
+                                           const std::string& session_secret,
                                            std::shared_ptr<WorkerCommandSink> sink);
   // The session that owns `sink` ended (a newer session of the worker is left alone).
   void DetachSession(const std::string& worker_id, int64_t epoch, const WorkerCommandSink* sink);

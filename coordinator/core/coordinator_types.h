@@ -73,6 +73,8 @@ struct CancellationCommand {
 struct RegistrationResult {
   std::string worker_id;
   int64_t epoch = 0;
+  // Unguessable, new at every registration: the session of this epoch must present it.
+  std::string session_secret;
   int64_t heartbeat_interval_ms = 0;
   int64_t lease_ms = 0;
   // Listed tasks of attempts that are no longer current, to stop before anything else.
@@ -155,10 +157,13 @@ struct MetricReport {
 struct RankAssignmentData {
   int rank = 0;
   int slot_index = 0;
+  // The rank's trainer credential for the attempt's rendezvous scope; empty: none.
+  std::string rendezvous_credential;
 };
 
 struct AssignmentCommand {
   std::string job_id;
+  std::string job_uid;  // JobUid(record): the id and its creation time (Assignment.job_uid).
   int attempt = 0;
   std::vector<RankAssignmentData> ranks;
   int world_size = 0;

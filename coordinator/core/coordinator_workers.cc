@@ -33,16 +33,19 @@ absl::StatusOr<RegistrationResult> Coordinator::Register(const Registration& reg
   result.stale_tasks = (*worker)->pending_cancels;
   result.worker_id = id;
   result.epoch = *epoch;
+  result.session_secret = (*worker)->session_secret;
   result.heartbeat_interval_ms = options_.heartbeat_interval.count();
   result.lease_ms = workers_.lease_ms();
   return result;
 }
 
 absl::Status Coordinator::AttachSession(const std::string& worker_id, int64_t epoch,
+                                        const std::string& session_secret,
                                         std::shared_ptr<WorkerCommandSink> sink) {
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError("coordinator is shutting down");
-  if (absl::Status s = workers_.AttachSession(worker_id, epoch, std::move(sink)); !s.ok()) {
+  if (absl::Status s = workers_.AttachSession(worker_id, epoch, session_secret, std::move(sink));
+      !s.ok()) {
     return s;
   }
   schedule_dirty_ = true;

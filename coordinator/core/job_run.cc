@@ -279,12 +279,17 @@ void JobRun::StartAttempt(const Placement& placement, const AssignmentCommand& b
   for (const auto& [worker_id, n] : per_worker) {
     AssignmentCommand command = base;
     command.job_id = record().id;
+    command.job_uid = JobUid(record());
     command.attempt = record().attempt;
     command.world_size = static_cast<int>(attempt_.ranks.size());
     command.config_yaml = record().spec_yaml;
     for (const RankRun& r : attempt_.ranks) {
       if (r.view.worker_id != worker_id) continue;
-      command.ranks.push_back({r.view.rank, r.view.slot});
+      command.ranks.push_back(
+          {r.view.rank, r.view.slot,
+           context_.credentials == nullptr
+               ? std::string()
+               : context_.credentials->Mint(record().id, record().attempt, r.view.rank)});
     }
     (void)context_.workers->SendAssignment(worker_id, command);
   }

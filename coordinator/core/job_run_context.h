@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "coordinator/auth/trainer_credentials.h"
 #include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/coordinator_types.h"
 #include "coordinator/scheduler/gang_scheduler.h"
@@ -58,6 +59,8 @@ struct JobRunContext {
   std::chrono::milliseconds stop_grace{0};
   std::chrono::milliseconds stop_timeout{0};
   size_t points_per_job = 0;  // metric points kept per job
+  // Mints each rank's rendezvous credential, sent with its assignment; null: none (no auth).
+  const TrainerCredentials* credentials = nullptr;
 };
 
 }  // namespace deepnet::coordinator

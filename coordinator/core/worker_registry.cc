@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/auth/secrets.h"
 
 namespace deepnet::coordinator {
 namespace {
@@ -84,6 +85,8 @@ absl::StatusOr<int64_t> WorkerRegistry::BeginRegistration(const Registration& re
 absl::StatusOr<WorkerRegistry::Worker*> WorkerRegistry::CompleteRegistration(
     const Registration& registration, int64_t epoch) {
   const std::string& id = registration.worker_name;
+  absl::StatusOr<std::string> secret = RandomHex(16);
+  if (!secret.ok()) return secret.status();
   if (!scheduler_->FindWorker(id).has_value()) {
     if (absl::Status s = scheduler_->AddWorker(id, static_cast<int>(registration.slots.size()),
                                                SmallestSlotMemory(registration));
@@ -95,6 +98,7 @@ absl::StatusOr<WorkerRegistry::Worker*> WorkerRegistry::CompleteRegistration(
   (void)scheduler_->UpdateWorkerState(id, WorkerState::kDraining);
   Worker& worker = workers_.at(id);
   worker.epoch = epoch;
+  worker.session_secret = std::move(*secret);
   worker.host = registration.host;
   worker.slots = registration.slots;
   worker.last_heard = Clock::now();
@@ -132,10 +136,16 @@ absl::StatusOr<WorkerRegistry::Worker*> WorkerRegistry::Heard(const std::string&
 }
 
 absl::Status WorkerRegistry::AttachSession(const std::string& worker_id, int64_t epoch,
+                                           const std::string& session_secret,
                                            std::shared_ptr<WorkerCommandSink> sink) {
   absl::StatusOr<Worker*> worker = Current(worker_id, epoch);
   if (!worker.ok()) return worker.status();
   Worker& w = **worker;
+  if (!ConstantTimeEquals(w.session_secret, session_secret)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("session of worker ", worker_id, " epoch ", epoch,
+                     ": wrong session secret (use the one its registration returned)"));
+  }
   if (w.sink) w.sink->Close(absl::AbortedError("a newer session replaced this one"));
   w.sink = std::move(sink);
   w.last_heard = Clock::now();

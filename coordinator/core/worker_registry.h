@@ -32,6 +32,7 @@ class WorkerRegistry : public WorkerCommands {
   struct Worker {
     std::string id;
     int64_t epoch = 0;
+    std::string session_secret;  // Of this epoch's registration (RegistrationResult).
     HostFacts host;
     std::vector<SlotFacts> slots;
     std::shared_ptr<WorkerCommandSink> sink;
@@ -67,7 +68,9 @@ class WorkerRegistry : public WorkerCommands {
   absl::StatusOr<Worker*> Current(const std::string& worker_id, int64_t epoch);
   // Current(), and the worker was just heard from.
   absl::StatusOr<Worker*> Heard(const std::string& worker_id, int64_t epoch);
+  // PERMISSION_DENIED when `session_secret` is not the one of the registration at `epoch`.
   absl::Status AttachSession(const std::string& worker_id, int64_t epoch,
+                             const std::string& session_secret,
                              std::shared_ptr<WorkerCommandSink> sink);
   // Whether `sink` was the worker's session at `epoch` (it is then gone).
   bool DetachSession(const std::string& worker_id, int64_t epoch, const WorkerCommandSink* sink);

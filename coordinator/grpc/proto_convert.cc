@@ -402,11 +402,13 @@ v1::Assignment ToProto(const AssignmentCommand& c) {
     v1::RankAssignment* ra = out.add_ranks();
     ra->set_rank(r.rank);
     ra->set_slot_index(r.slot_index);
+    ra->set_rendezvous_credential(r.rendezvous_credential);
   }
   out.set_world_size(c.world_size);
   out.set_config_yaml(c.config_yaml);
   out.set_rendezvous_address(c.rendezvous_address);
   out.set_owner(c.owner);
+  out.set_job_uid(c.job_uid);
   for (const std::string& team : c.owner_teams) out.add_owner_teams(team);
   if (c.uid >= 0) out.set_uid(c.uid);
   if (c.gid >= 0) out.set_gid(c.gid);

@@ -7,7 +7,9 @@
 namespace deepnet::coordinator {
 
 // deepnet.v1.WorkerService over the Coordinator (callback API). Every call needs a worker (or
-// admin) token. Thread-safe.
+// admin) token that may act as the worker it names (MayActAsWorker): RegisterWorker's
+// worker_name, the session's worker id. A session also needs the secret its registration
+// returned. Thread-safe.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   WorkerServiceImpl(Coordinator& coordinator, const Authenticator& auth)
@@ -20,7 +22,8 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
       grpc::CallbackServerContext* context) override;
 
  private:
-  absl::Status Admit(const grpc::CallbackServerContext& context) const;
+  // The caller, when it holds a worker or admin token.
+  absl::StatusOr<Principal> Admit(const grpc::CallbackServerContext& context) const;
 
   Coordinator& coordinator_;
   const Authenticator& auth_;

@@ -15,10 +15,11 @@ namespace deepnet::coordinator {
 using google::protobuf::util::TimeUtil;
 
 WorkerSession::WorkerSession(Coordinator& coordinator, absl::Status admitted,
-                             std::function<absl::Status()> still_valid)
+                             std::function<absl::Status()> still_valid, IdentityCheck may_act_as)
     : coordinator_(coordinator),
       outbox_(std::make_shared<Outbox>(this)),
-      token_(std::move(still_valid)) {
+      token_(std::move(still_valid)),
+      may_act_as_(std::move(may_act_as)) {
   if (!admitted.ok()) {
     outbox_->Close(admitted);
     return;
@@ -53,7 +54,11 @@ void WorkerSession::Handle(const v1::WorkerMessage& message) {
       return;
     }
     absl::Status attached =
-        coordinator_.AttachSession(message.worker_id(), message.epoch(), outbox_);
+        may_act_as_ ? may_act_as_(message.worker_id()) : absl::OkStatus();
+    if (attached.ok()) {
+      attached = coordinator_.AttachSession(message.worker_id(), message.epoch(),
+                                            message.start().session_secret(), outbox_);
+    }
     if (!attached.ok()) {
       outbox_->Close(attached);
       return;

@@ -27,9 +27,11 @@ class WorkerSession final
   // `admitted` is the result of authenticating the call: an error ends the stream with it.
   // `still_valid` (may be empty) tells whether the token the session opened with is still
   // accepted; asked at most once a second as messages arrive, and a revoked or expired token
-  // ends the session with the answer.
+  // ends the session with the answer. `may_act_as` (may be empty: any) tells whether the
+  // caller may be the worker its SessionStart names; a refusal ends the stream with it.
+  using IdentityCheck = std::function<absl::Status(absl::string_view worker_id)>;
   WorkerSession(Coordinator& coordinator, absl::Status admitted,
-                std::function<absl::Status()> still_valid = {});
+                std::function<absl::Status()> still_valid = {}, IdentityCheck may_act_as = {});
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -74,6 +76,7 @@ class WorkerSession final
   Coordinator& coordinator_;
   std::shared_ptr<Outbox> outbox_;
   TokenRecheck token_;  // Read-done callbacks run one at a time.
+  IdentityCheck may_act_as_;
   v1::WorkerMessage incoming_;
   // Set by the SessionStart (only the reading side touches them).
   bool started_ = false;

@@ -85,17 +85,35 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
-absl::Status RendezvousService::Authorize(const grpc::CallbackServerContext& context) const {
+absl::Status RendezvousService::Authorize(const grpc::CallbackServerContext& context,
+                                          const v1::RendezvousScope& scope) const {
   if (auth_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<absl::string_view> token = BearerToken(context.client_metadata());
+  if (!token.ok()) return token.status();
+  if (credentials_ != nullptr && TrainerCredentials::LooksLikeCredential(*token)) {
+    absl::StatusOr<TrainerGrant> grant = credentials_->Verify(*token);
+    if (!grant.ok()) return grant.status();
+    if (grant->job_id != scope.job_id() || grant->attempt != scope.attempt()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the trainer credential of rank ", grant->rank, " of ",
+          ToString(RendezvousScope{grant->job_id, grant->attempt}),
+          " may not use the rendezvous of ", ToString(ToScope(scope))));
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<Principal> principal = auth_->Authenticate(context);
   if (!principal.ok()) return principal.status();
-  return CheckWorkerAccess(*principal);
+  if (principal->role == Role::kAdmin) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("user '", principal->user, "' (role ", RoleName(principal->role),
+                   ") may not use the rendezvous: it takes the trainer credential of its "
+                   "attempt, which the coordinator gives each rank (or an admin token)"));
 }
 
 grpc::ServerUnaryReactor* RendezvousService::Set(grpc::CallbackServerContext* context,
                                                  const v1::RendezvousSetRequest* request,
                                                  v1::RendezvousSetResponse* /*response*/) {
-  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, request->scope()); !allowed.ok()) {
     return FinishNow(context, allowed);
   }
   return FinishNow(context, store_.Set(ToScope(request->scope()), request->key(),
@@ -105,7 +123,7 @@ grpc::ServerUnaryReactor* RendezvousService::Set(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* RendezvousService::Get(grpc::CallbackServerContext* context,
                                                  const v1::RendezvousGetRequest* request,
                                                  v1::RendezvousGetResponse* response) {
-  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, request->scope()); !allowed.ok()) {
     return FinishNow(context, allowed);
   }
   const RendezvousScope scope = ToScope(request->scope());
@@ -135,7 +153,7 @@ grpc::ServerUnaryReactor* RendezvousService::Get(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* RendezvousService::Add(grpc::CallbackServerContext* context,
                                                  const v1::RendezvousAddRequest* request,
                                                  v1::RendezvousAddResponse* response) {
-  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, request->scope()); !allowed.ok()) {
     return FinishNow(context, allowed);
   }
   absl::StatusOr<int64_t> sum =
@@ -147,7 +165,7 @@ grpc::ServerUnaryReactor* RendezvousService::Add(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* RendezvousService::Wait(grpc::CallbackServerContext* context,
                                                   const v1::RendezvousWaitRequest* request,
                                                   v1::RendezvousWaitResponse* /*response*/) {
-  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, request->scope()); !allowed.ok()) {
     return FinishNow(context, allowed);
   }
   auto* reactor = new WaitReactor(store_);
@@ -160,7 +178,7 @@ grpc::ServerUnaryReactor* RendezvousService::Wait(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* RendezvousService::Check(grpc::CallbackServerContext* context,
                                                    const v1::RendezvousCheckRequest* request,
                                                    v1::RendezvousCheckResponse* response) {
-  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, request->scope()); !allowed.ok()) {
     return FinishNow(context, allowed);
   }
   absl::StatusOr<bool> all =
@@ -173,7 +191,7 @@ grpc::ServerUnaryReactor* RendezvousService::Check(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* RendezvousService::Delete(grpc::CallbackServerContext* context,
                                                     const v1::RendezvousDeleteRequest* request,
                                                     v1::RendezvousDeleteResponse* response) {
-  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, request->scope()); !allowed.ok()) {
     return FinishNow(context, allowed);
   }
   absl::StatusOr<bool> deleted = store_.Delete(ToScope(request->scope()), request->key());
@@ -184,7 +202,7 @@ grpc::ServerUnaryReactor* RendezvousService::Delete(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* RendezvousService::CompareSet(
     grpc::CallbackServerContext* context, const v1::RendezvousCompareSetRequest* request,
     v1::RendezvousCompareSetResponse* response) {
-  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, request->scope()); !allowed.ok()) {
     return FinishNow(context, allowed);
   }
   std::optional<std::string> expected;
@@ -202,7 +220,7 @@ grpc::ServerUnaryReactor* RendezvousService::CompareSet(
 grpc::ServerUnaryReactor* RendezvousService::NumKeys(grpc::CallbackServerContext* context,
                                                      const v1::RendezvousNumKeysRequest* request,
                                                      v1::RendezvousNumKeysResponse* response) {
-  if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, request->scope()); !allowed.ok()) {
     return FinishNow(context, allowed);
   }
   absl::StatusOr<int64_t> count = store_.NumKeys(ToScope(request->scope()));

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "coordinator/auth/auth.h"
+#include "coordinator/auth/trainer_credentials.h"
 #include "coordinator/rendezvous/rendezvous_store.h"
 #include "deepnet/v1/rendezvous.grpc.pb.h"
 
@@ -11,13 +12,19 @@ namespace deepnet::coordinator {
 /// at min(now + request timeout, the client's deadline) at the latest, or when the client
 /// cancels. Shutting down: call store.Shutdown() before grpc::Server::Shutdown(), so that calls
 /// still waiting end Unavailable instead of holding the server's shutdown. The store must
-/// outlive the service. Every call needs a worker or admin token (trainers use their worker's
-/// token) when `auth` is set: UNAUTHENTICATED / PERMISSION_DENIED otherwise. `auth` null means
-/// no authentication; when set it must outlive the service. Safe for concurrent use.
+/// outlive the service.
+///
+/// When `auth` is set, every call needs either the trainer credential of the scope it names
+/// (minted by `credentials` for a rank of that job attempt; coordinator/auth/
+/// trainer_credentials.h) or an admin token: UNAUTHENTICATED for an unknown or forged one,
+/// PERMISSION_DENIED for another scope's credential and for user and worker tokens (worker
+/// daemons never call the rendezvous; their token never reaches a trainer). `auth` null means no
+/// authentication. Both must outlive the service. Safe for concurrent use.
 class RendezvousService final : public deepnet::v1::Rendezvous::CallbackService {
  public:
-  explicit RendezvousService(RendezvousStore& store, const Authenticator* auth = nullptr)
-      : store_(store), auth_(auth) {}
+  explicit RendezvousService(RendezvousStore& store, const Authenticator* auth = nullptr,
+                             const TrainerCredentials* credentials = nullptr)
+      : store_(store), auth_(auth), credentials_(credentials) {}
 
   // Rendezvous::CallbackService:
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context,
@@ -46,11 +53,13 @@ class RendezvousService final : public deepnet::v1::Rendezvous::CallbackService 
                                     deepnet::v1::RendezvousNumKeysResponse* response) override;
 
  private:
-  // OK when the call may use the store (see the class comment).
-  absl::Status Authorize(const grpc::CallbackServerContext& context) const;
+  // OK when the call may use `scope` (see the class comment).
+  absl::Status Authorize(const grpc::CallbackServerContext& context,
+                         const deepnet::v1::RendezvousScope& scope) const;
 
   RendezvousStore& store_;
   const Authenticator* const auth_;
+  const TrainerCredentials* const credentials_;
 };
 
 }  // namespace deepnet::coordinator

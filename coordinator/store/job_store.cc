@@ -12,6 +12,10 @@
 #include "job/world_size.h"
 
 namespace deepnet::coordinator {
+
+std::string JobUid(const JobRecord& record) {
+  return absl::StrCat(record.id, "@", record.created_ms);
+}
 namespace {
 
 constexpr int kDefaultPageSize = 100;

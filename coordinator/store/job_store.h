@@ -14,6 +14,11 @@ namespace deepnet::coordinator {
 
 // One job as the coordinator keeps it. Plain data: the proto conversion lives at the service
 // boundary. Fields marked "store" are assigned by the JobStore and ignored in Create().
+struct JobRecord;
+// What tells this job from any other that ever had its id (after a lost database ids start
+// again): "<id>@<created_ms>" (Assignment.job_uid; the checkpoint FENCE records it).
+std::string JobUid(const JobRecord& record);
+
 struct JobRecord {
   // store: "j-000042"; the number is the creation order, starting at 1.
   std::string id;

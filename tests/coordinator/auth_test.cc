@@ -296,7 +296,7 @@ TEST(AuthTest, WorkerAccessIsForWorkersAndAdmins) {
 
 // A TLS server (self-signed certificate made with the openssl CLI at run time) serving the
 // Rendezvous service with authentication: an insecure client cannot talk to it, a TLS client
-// can, and then needs a worker token.
+// can, and then needs the scope's trainer credential.
 TEST(AuthTlsTest, InsecureClientFailsTlsClientAuthenticates) {
   TempDir dir;
   const std::string cert = dir / "cert.pem";
@@ -318,7 +318,8 @@ TEST(AuthTlsTest, InsecureClientFailsTlsClientAuthenticates) {
   ASSERT_TRUE(auth.ok()) << auth.status();
   RendezvousStore store;
   ASSERT_TRUE(store.OpenAttempt({"job", 1}).ok());
-  RendezvousService service(store, auth->get());
+  const TrainerCredentials trainer_credentials("tls-test-key");
+  RendezvousService service(store, auth->get(), &trainer_credentials);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", *credentials, &port);
@@ -340,14 +341,15 @@ TEST(AuthTlsTest, InsecureClientFailsTlsClientAuthenticates) {
 
   absl::StatusOr<std::shared_ptr<grpc::Channel>> insecure = rpc::MakeChannel({address, "", ""});
   ASSERT_TRUE(insecure.ok()) << insecure.status();
-  const grpc::Status plain = num_keys(*insecure, kWorkerToken);
+  const std::string trainer = trainer_credentials.Mint("job", 1, 0);
+  const grpc::Status plain = num_keys(*insecure, trainer);
   EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE) << rpc::Describe(plain);
 
   absl::StatusOr<std::shared_ptr<grpc::Channel>> tls =
       rpc::MakeChannel({address, cert, "deepnet-test"});
   ASSERT_TRUE(tls.ok()) << tls.status();
-  const grpc::Status worker = num_keys(*tls, kWorkerToken);
-  EXPECT_TRUE(worker.ok()) << rpc::Describe(worker);
+  const grpc::Status granted = num_keys(*tls, trainer);
+  EXPECT_TRUE(granted.ok()) << rpc::Describe(granted);
   EXPECT_EQ(num_keys(*tls, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(num_keys(*tls, kAliceToken).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 

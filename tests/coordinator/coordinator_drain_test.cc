@@ -119,7 +119,7 @@ TEST_F(CoordinatorTest, NothingIsPlacedOnADrainingWorker) {
   EXPECT_TRUE(a.sink->assignments.empty());
   // Its session breaking and re-attaching does not make it ready again.
   coordinator_->DetachSession(a.id, a.epoch, a.sink.get());
-  ASSERT_TRUE(coordinator_->AttachSession(a.id, a.epoch, a.sink).ok());
+  ASSERT_TRUE(coordinator_->AttachSession(a.id, a.epoch, a.secret, a.sink).ok());
   coordinator_->Tick();
   EXPECT_EQ(StateOf(*coordinator_, a.id), WorkerState::kDraining);
   EXPECT_TRUE(a.sink->assignments.empty());
@@ -130,7 +130,7 @@ TEST_F(CoordinatorTest, NothingIsPlacedOnADrainingWorker) {
   again.draining = true;
   absl::StatusOr<RegistrationResult> r = coordinator_->Register(again);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE(coordinator_->AttachSession(a.id, r->epoch, a.sink).ok());
+  ASSERT_TRUE(coordinator_->AttachSession(a.id, r->epoch, r->session_secret, a.sink).ok());
   coordinator_->Tick();
   EXPECT_EQ(StateOf(*coordinator_, a.id), WorkerState::kDraining);
   EXPECT_EQ(State(id), JobState::kQueued);
@@ -138,7 +138,7 @@ TEST_F(CoordinatorTest, NothingIsPlacedOnADrainingWorker) {
   again.draining = false;
   r = coordinator_->Register(again);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE(coordinator_->AttachSession(a.id, r->epoch, a.sink).ok());
+  ASSERT_TRUE(coordinator_->AttachSession(a.id, r->epoch, r->session_secret, a.sink).ok());
   coordinator_->Tick();
   EXPECT_EQ(StateOf(*coordinator_, a.id), WorkerState::kReady);
   EXPECT_EQ(State(id), JobState::kStarting);

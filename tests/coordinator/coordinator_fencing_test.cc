@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "coordinator/auth/trainer_credentials.h"
 #include "coordinator/core/coordinator.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/file_text.h"
@@ -32,6 +33,31 @@ class CoordinatorFencingTest : public CoordinatorTest {
     }
   }
 };
+
+// Each assignment names the job by its uid (id and creation time, which a reused id cannot
+// match) and gives each rank a credential for that attempt's rendezvous scope only (issue 25,
+// items 1 and 5).
+TEST_F(CoordinatorFencingTest, AssignmentsCarryTheJobUidAndOneCredentialPerRank) {
+  const TrainerCredentials credentials("fencing-test-key");
+  options_.trainer_credentials = &credentials;
+  Make();
+  Worker a = AddWorker("a", 2);
+  const std::string id = Submit(JobYaml(2, 1, ""));
+  coordinator_->Tick();
+  ASSERT_EQ(a.sink->assignments.size(), 1u);
+  const AssignmentCommand& first = a.sink->assignments.back();
+  const JobRecord record = coordinator_->GetJob(id)->record;
+  EXPECT_EQ(first.job_uid, id + "@" + std::to_string(record.created_ms));
+  ASSERT_EQ(first.ranks.size(), 2u);
+  for (const RankAssignmentData& rank : first.ranks) {
+    absl::StatusOr<TrainerGrant> grant = credentials.Verify(rank.rendezvous_credential);
+    ASSERT_TRUE(grant.ok()) << grant.status();
+    EXPECT_EQ(grant->job_id, id);
+    EXPECT_EQ(grant->attempt, 1);
+    EXPECT_EQ(grant->rank, rank.rank);
+  }
+  EXPECT_NE(first.ranks[0].rendezvous_credential, first.ranks[1].rendezvous_credential);
+}
 
 TEST_F(CoordinatorFencingTest, ReconnectingWorkerStopsStaleAttemptsBeforeAnythingElse) {
   Worker a = AddWorker("a", 1);
@@ -67,8 +93,9 @@ TEST_F(CoordinatorFencingTest, ReconnectingWorkerStopsStaleAttemptsBeforeAnythin
   coordinator_->Tick();
   EXPECT_EQ(State(second), JobState::kQueued);
   // ... and the session's first command stops the stale task; the new job comes after it.
-  Worker back{holder.id, result->epoch, std::make_shared<testing::FakeSink>()};
-  ASSERT_TRUE(coordinator_->AttachSession(back.id, back.epoch, back.sink).ok());
+  Worker back{holder.id, result->epoch, std::make_shared<testing::FakeSink>(),
+              result->session_secret};
+  ASSERT_TRUE(coordinator_->AttachSession(back.id, back.epoch, back.secret, back.sink).ok());
   coordinator_->Tick();
   EXPECT_THAT(back.sink->order, ElementsAre(absl::StrCat("cancel ", id, " attempt 1"),
                                             absl::StrCat("assign ", second, " attempt 1")));

@@ -51,6 +51,7 @@ struct Worker {
   std::string id;
   int64_t epoch = 0;
   std::shared_ptr<FakeSink> sink;
+  std::string secret;  // RegistrationResult.session_secret
 };
 
 class CoordinatorTest : public ::testing::Test {
@@ -81,8 +82,8 @@ class CoordinatorTest : public ::testing::Test {
     reg.running_tasks = std::move(tasks);
     absl::StatusOr<RegistrationResult> r = coordinator_->Register(reg);
     EXPECT_TRUE(r.ok()) << r.status();
-    Worker w{name, r->epoch, std::make_shared<FakeSink>()};
-    EXPECT_TRUE(coordinator_->AttachSession(name, w.epoch, w.sink).ok());
+    Worker w{name, r->epoch, std::make_shared<FakeSink>(), r->session_secret};
+    EXPECT_TRUE(coordinator_->AttachSession(name, w.epoch, w.secret, w.sink).ok());
     return w;
   }
 

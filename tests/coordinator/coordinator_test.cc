@@ -304,8 +304,12 @@ TEST(CoordinatorRestartTest, ReattachesToRunningRanksOrRestartsWhenTheyDoNotRetu
   {
     auto first = *Coordinator::Create(options, store.get(), epochs.get(), &rendezvous, nullptr);
     Registration reg{"w", {}, {{0, false, -1}, {1, false, -1}, {2, false, -1}, {3, false, -1}}, {}};
-    old_epoch = first->Register(reg)->epoch;
-    ASSERT_TRUE(first->AttachSession("w", old_epoch, std::make_shared<FakeSink>()).ok());
+    absl::StatusOr<RegistrationResult> registered = first->Register(reg);
+    ASSERT_TRUE(registered.ok()) << registered.status();
+    old_epoch = registered->epoch;
+    ASSERT_TRUE(first->AttachSession("w", old_epoch, registered->session_secret,
+                                     std::make_shared<FakeSink>())
+                    .ok());
     kept = first->Submit({"alice", "", yaml, *first->ParseSpec(yaml)})->job.record.id;
     lost = first->Submit({"alice", "", yaml, *first->ParseSpec(yaml)})->job.record.id;
     first->Tick();
@@ -330,7 +334,7 @@ TEST(CoordinatorRestartTest, ReattachesToRunningRanksOrRestartsWhenTheyDoNotRetu
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GT(r->epoch, old_epoch);  // epochs survive the restart
   auto sink = std::make_shared<FakeSink>();
-  ASSERT_TRUE(second->AttachSession("w", r->epoch, sink).ok());
+  ASSERT_TRUE(second->AttachSession("w", r->epoch, r->session_secret, sink).ok());
   EXPECT_EQ(second->GetJob(kept)->placement.size(), 2u);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   ASSERT_TRUE(second->OnHeartbeat("w", r->epoch, reg.running_tasks).ok());
@@ -359,20 +363,28 @@ TEST(CoordinatorRestartTest, RanksThatFinishedWhileTheCoordinatorWasAwayComplete
   Registration reg{"w", {}, {{0, false, -1}, {1, false, -1}}, {}};
   {
     auto first = *Coordinator::Create(options, &store, epochs.get(), &rendezvous, nullptr);
-    const int64_t epoch = first->Register(reg)->epoch;
-    ASSERT_TRUE(first->AttachSession("w", epoch, std::make_shared<FakeSink>()).ok());
+    absl::StatusOr<RegistrationResult> registered = first->Register(reg);
+    ASSERT_TRUE(registered.ok()) << registered.status();
+    ASSERT_TRUE(first->AttachSession("w", registered->epoch, registered->session_secret,
+                                     std::make_shared<FakeSink>())
+                    .ok());
     id = first->Submit({"alice", "", yaml, *first->ParseSpec(yaml)})->job.record.id;
     first->Tick();
-    ASSERT_TRUE(first->OnHeartbeat("w", epoch, {{id, 1, 0, TaskPhase::kRunning, 1, 0, 0},
-                                                {id, 1, 1, TaskPhase::kRunning, 1, 0, 1}})
+    ASSERT_TRUE(first->OnHeartbeat("w", registered->epoch,
+                                   {{id, 1, 0, TaskPhase::kRunning, 1, 0, 0},
+                                    {id, 1, 1, TaskPhase::kRunning, 1, 0, 1}})
                     .ok());
     ASSERT_EQ(first->GetJob(id)->record.state, JobState::kRunning);
   }
   auto second = *Coordinator::Create(options, &store, epochs.get(), &rendezvous, nullptr);
   // Rank 0 still runs; rank 1 finished while the coordinator was down (its exit comes late).
   reg.running_tasks = {{id, 1, 0, TaskPhase::kRunning, 1, 0, 0}};
-  const int64_t epoch = second->Register(reg)->epoch;
-  ASSERT_TRUE(second->AttachSession("w", epoch, std::make_shared<FakeSink>()).ok());
+  absl::StatusOr<RegistrationResult> registered = second->Register(reg);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  const int64_t epoch = registered->epoch;
+  ASSERT_TRUE(
+      second->AttachSession("w", epoch, registered->session_secret, std::make_shared<FakeSink>())
+          .ok());
   EXPECT_EQ(second->GetJob(id)->record.state, JobState::kRunning);
   ASSERT_TRUE(second->OnTrainerExit("w", epoch, {id, 1, 1, 0, 0, "", false}).ok());
   EXPECT_EQ(second->GetJob(id)->record.state, JobState::kRunning);  // re-adopted, rank 0 runs

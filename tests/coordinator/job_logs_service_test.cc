@@ -68,7 +68,7 @@ class JobLogsServiceTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status();
     sink_ = std::make_shared<testing::LogServingSink>(coordinator_.get(), "node-a");
     sink_->set_epoch(r->epoch);
-    ASSERT_TRUE(coordinator_->AttachSession("node-a", r->epoch, sink_).ok());
+    ASSERT_TRUE(coordinator_->AttachSession("node-a", r->epoch, r->session_secret, sink_).ok());
     absl::StatusOr<JobSpecInfo> spec = coordinator_->ParseSpec(kYaml);
     ASSERT_TRUE(spec.ok()) << spec.status();
     absl::StatusOr<SubmitResultData> job = coordinator_->Submit({"alice", "", kYaml, *spec});

@@ -66,7 +66,7 @@ class JobLogsTest : public ::testing::Test {
     auto sink = std::make_shared<LogServingSink>(coordinator_.get(), name);
     sink->set_epoch(r->epoch);
     epoch_of_[name] = r->epoch;
-    EXPECT_TRUE(coordinator_->AttachSession(name, r->epoch, sink).ok());
+    EXPECT_TRUE(coordinator_->AttachSession(name, r->epoch, r->session_secret, sink).ok());
     sinks_[name] = sink;
     return *sink;
   }

@@ -239,9 +239,10 @@ TEST_F(RendezvousServiceTest, UnopenedAttemptIsFailedPrecondition) {
   EXPECT_THAT(status.error_message(), HasSubstr("job 'job' attempt 2"));
 }
 
-// With an Authenticator every call needs a worker (or admin) token; the store is untouched by
-// refused calls.
-TEST(RendezvousServiceAuthTest, EveryCallNeedsAWorkerOrAdminToken) {
+// With an Authenticator every call needs the trainer credential of its scope (or an admin
+// token): user and worker tokens, forged credentials and other scopes' credentials are refused,
+// and the store is untouched by refused calls.
+TEST(RendezvousServiceAuthTest, EveryCallNeedsItsScopesTrainerCredentialOrAnAdminToken) {
   testing::TempDir dir;
   const std::string tokens = dir / "tokens";
   {
@@ -254,7 +255,8 @@ TEST(RendezvousServiceAuthTest, EveryCallNeedsAWorkerOrAdminToken) {
   ASSERT_TRUE(auth.ok()) << auth.status();
   RendezvousStore store;
   ASSERT_TRUE(store.OpenAttempt({"job", 1}).ok());
-  RendezvousService service(store, auth->get());
+  const TrainerCredentials credentials("key-of-this-test");
+  RendezvousService service(store, auth->get(), &credentials);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -295,12 +297,23 @@ TEST(RendezvousServiceAuthTest, EveryCallNeedsAWorkerOrAdminToken) {
   EXPECT_EQ(user.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(user.error_message(), HasSubstr("'alice'"));
   EXPECT_EQ(wait("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status worker = call("worker-token-0123456789", "a");
+  EXPECT_EQ(worker.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(worker.error_message(), HasSubstr("trainer credential"));
+  // Another attempt's or job's credential, and one signed with another key.
+  const grpc::Status other_attempt = call(credentials.Mint("job", 2, 0), "a");
+  EXPECT_EQ(other_attempt.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(other_attempt.error_message(), HasSubstr("may not use the rendezvous of job 'job' attempt 1"));
+  EXPECT_EQ(call(credentials.Mint("other-job", 1, 0), "a").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(call(TrainerCredentials("another-key").Mint("job", 1, 0), "a").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(store.NumKeys({"job", 1}).value_or(-1), 0);
 
-  EXPECT_TRUE(call("worker-token-0123456789", "a").ok());
+  EXPECT_TRUE(call(credentials.Mint("job", 1, 3), "a").ok());
   EXPECT_TRUE(call("admin-token-0123456789", "b").ok());
   // Authorised, the wait runs and times out on the missing key (not an auth error).
-  EXPECT_EQ(wait("worker-token-0123456789").error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(wait(credentials.Mint("job", 1, 0)).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_EQ(store.NumKeys({"job", 1}).value_or(-1), 2);
 
   store.Shutdown();

@@ -23,7 +23,8 @@ fail() { echo "wait_for_workers_test: FAILED: $*" >&2; exit 1; }
 
 user_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 worker_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-printf '%s tester user\n%s workers worker\n' "$user_token" "$worker_token" > "$work/tokens"
+# A pool token: the workers of this test start under several names (tokens file `workers=`).
+printf '%s tester user\n%s workers worker workers=*\n' "$user_token" "$worker_token" > "$work/tokens"
 printf '%s\n' "$worker_token" > "$work/worker.token"
 "$build_dir/bin/deepnet-coordinator" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
   --db "$work/coordinator.db" --tokens-file "$work/tokens" --port-file "$work/ports" \

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "deepnet/v1/rendezvous.grpc.pb.h"
 #include "tests/integration/service_cluster.h"
 
 namespace deepnet::testing {
@@ -404,7 +405,7 @@ TEST_F(ControlPlaneTest, AuthenticationMatrix) {
   EXPECT_EQ(get_as(kAliceToken), grpc::StatusCode::OK);
   EXPECT_EQ(get_as(kBobToken), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(get_as(kAdminToken), grpc::StatusCode::OK);
-  EXPECT_EQ(get_as(kWorkerToken), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(get_as(WorkerToken("w1").c_str()), grpc::StatusCode::PERMISSION_DENIED);
   v1::CancelJobRequest cancel;
   cancel.set_job_id(id);
   EXPECT_EQ(Call(kBobToken, [&](grpc::ClientContext* c) { return jobs_->CancelJob(c, cancel, &job); })
@@ -432,10 +433,126 @@ TEST_F(ControlPlaneTest, AuthenticationMatrix) {
               return workers->RegisterWorker(c, reg, &registered);
             }).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(Call(kWorkerToken, [&](grpc::ClientContext* c) {
+  // A worker token acts only as its own worker (issue 25, item 1).
+  EXPECT_EQ(Call(WorkerToken("w1").c_str(), [&](grpc::ClientContext* c) {
+              return workers->RegisterWorker(c, reg, &registered);
+            }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  reg.set_worker_name("w1");
+  EXPECT_EQ(Call(WorkerToken("w1").c_str(), [&](grpc::ClientContext* c) {
               return workers->RegisterWorker(c, reg, &registered);
             }).error_code(),
             grpc::StatusCode::OK);
+}
+
+// One worker's token cannot take over another worker: registering under its name is refused,
+// and its session cannot be attached to without the secret of its registration, so the real
+// worker stays READY and its jobs are not restarted (issue 25, item 1).
+TEST_F(ControlPlaneTest, AWorkerTokenActsOnlyAsItsOwnWorker) {
+  cluster_.StartWorker("w1", 1);
+  cluster_.StartWorker("w2", 1);
+  ASSERT_TRUE(WaitFor([&] { return ReadyWorkers() == 2; }, std::chrono::seconds(60)));
+  rpc::ChannelOptions options;
+  options.address = cluster_.address();
+  auto workers = v1::WorkerService::NewStub(*rpc::MakeChannel(options));
+  v1::RegisterWorkerRequest reg;
+  reg.set_worker_name("w1");
+  reg.add_slots()->set_index(0);
+  v1::RegisterWorkerResponse registered;
+  const grpc::Status as_other = Call(WorkerToken("w2").c_str(), [&](grpc::ClientContext* c) {
+    return workers->RegisterWorker(c, reg, &registered);
+  });
+  EXPECT_EQ(as_other.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(as_other.error_message(), HasSubstr("may not act as worker 'w1'"));
+  // w1's own token with w1's current epoch (its first registration: 1) but a guessed secret;
+  // and w2's token naming w1's session.
+  for (const std::string& token : {WorkerToken("w1"), WorkerToken("w2")}) {
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, token, std::chrono::seconds(30));
+    auto stream = workers->Session(&context);
+    v1::WorkerMessage start;
+    start.set_worker_id("w1");
+    start.set_epoch(1);
+    start.set_sequence(1);
+    start.mutable_start()->set_session_secret("0123456789abcdef0123456789abcdef");
+    stream->Write(start);
+    stream->WritesDone();
+    v1::CoordinatorMessage ignored;
+    while (stream->Read(&ignored)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED) << token;
+  }
+  // Both real workers are untouched.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(ReadyWorkers(), 2);
+}
+
+// A trainer holds only its rank's rendezvous credential: never the worker's token; good for its
+// own attempt's rendezvous scope and for nothing else (issue 25, item 1).
+TEST_F(ControlPlaneTest, TrainersHoldOnlyTheirRanksRendezvousCredential) {
+  cluster_.StartWorker("w1", 2);
+  cluster_.StartWorker("w2", 2);
+  const std::string id =
+      Submit(SyntheticJobYaml(cluster_.UserDir("alice") + "/ckpt", 100000, 0)).job().job_id();
+  ASSERT_TRUE(WaitFor([&] { return Get(id).step() >= 1; }, std::chrono::seconds(240)));
+  const std::map<pid_t, int> trainers = cluster_.Trainers(id);
+  ASSERT_EQ(trainers.size(), 4u);
+  std::string credential;
+  for (const auto& [pid, rank] : trainers) {
+    const std::string token = EnvOf(pid, "DEEPNET_TOKEN");
+    EXPECT_EQ(token.rfind("dnt1:" + id + ":1:" + std::to_string(rank) + ":", 0), 0u) << token;
+    for (const char* name : kWorkerNames) EXPECT_NE(token, WorkerToken(name));
+    if (rank == 0) credential = token;
+  }
+  ASSERT_FALSE(credential.empty());
+  rpc::ChannelOptions options;
+  options.address = cluster_.address();
+  std::shared_ptr<grpc::Channel> channel = *rpc::MakeChannel(options);
+  auto rendezvous = v1::Rendezvous::NewStub(channel);
+  auto num_keys = [&](const std::string& token, const std::string& job, int attempt) {
+    v1::RendezvousNumKeysRequest request;
+    request.mutable_scope()->set_job_id(job);
+    request.mutable_scope()->set_attempt(attempt);
+    v1::RendezvousNumKeysResponse response;
+    return Call(token.c_str(), [&](grpc::ClientContext* c) {
+             return rendezvous->NumKeys(c, request, &response);
+           }).error_code();
+  };
+  EXPECT_EQ(num_keys(credential, id, 1), grpc::StatusCode::OK);
+  EXPECT_EQ(num_keys(credential, id, 2), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(num_keys(credential, "j-999999", 1), grpc::StatusCode::PERMISSION_DENIED);
+  std::string forged = credential;
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  EXPECT_EQ(num_keys(forged, id, 1), grpc::StatusCode::UNAUTHENTICATED);
+  const std::string other_job = "dnt1:j-999999:1:0:" + credential.substr(credential.rfind(':') + 1);
+  EXPECT_EQ(num_keys(other_job, "j-999999", 1), grpc::StatusCode::UNAUTHENTICATED);
+  // Worker and user tokens do not open the rendezvous.
+  EXPECT_EQ(num_keys(WorkerToken("w1"), id, 1), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(num_keys(kAliceToken, id, 1), grpc::StatusCode::PERMISSION_DENIED);
+  // The credential is not a token of the job or worker services.
+  v1::ListJobsResponse listed;
+  EXPECT_EQ(Call(credential.c_str(), [&](grpc::ClientContext* c) {
+              return jobs_->ListJobs(c, v1::ListJobsRequest(), &listed);
+            }).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  auto workers = v1::WorkerService::NewStub(channel);
+  v1::RegisterWorkerRequest reg;
+  reg.set_worker_name("w1");
+  reg.add_slots()->set_index(0);
+  v1::RegisterWorkerResponse registered;
+  EXPECT_EQ(Call(credential.c_str(), [&](grpc::ClientContext* c) {
+              return workers->RegisterWorker(c, reg, &registered);
+            }).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(id);
+  v1::Job after;
+  EXPECT_TRUE(Call(kAliceToken, [&](grpc::ClientContext* c) {
+                return jobs_->CancelJob(c, cancel, &after);
+              }).ok());
+  EXPECT_TRUE(WaitState(id, v1::JOB_STATE_CANCELLED, std::chrono::seconds(60)));
+  // The attempt's end ends its credential's use: the scope is gone.
+  EXPECT_EQ(num_keys(credential, id, 1), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 // Revoking the worker token (tokens file without it, then SIGHUP) ends the worker's session:

@@ -13,7 +13,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -23,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,7 +41,17 @@ namespace deepnet::testing {
 inline constexpr char kAliceToken[] = "alice-token-0123456789";
 inline constexpr char kBobToken[] = "bob-token-0123456789ab";
 inline constexpr char kAdminToken[] = "admin-token-0123456789";
-inline constexpr char kWorkerToken[] = "worker-token-0123456789";
+// Each worker daemon has its own token, good only for its name (the tokens file's worker lines).
+inline constexpr const char* kWorkerNames[] = {"w1", "w2", "w3", "w4", "node-a", "small"};
+inline std::string WorkerToken(const std::string& name) {
+  return "worker-token-" + name + "-0123456789";
+}
+// The tokens file's lines of every worker in kWorkerNames.
+inline std::string WorkerTokenLines() {
+  std::string lines;
+  for (const char* name : kWorkerNames) lines += WorkerToken(name) + " " + name + " worker\n";
+  return lines;
+}
 
 // The unprivileged account the workers' trainers run as when the tests run as root (setup.sh's
 // deepnet-trainer, else nobody); nullopt when not root (trainers run as the test's user).
@@ -192,8 +205,10 @@ class ServiceCluster {
                                     << kAliceToken << " alice\n"
                                     << kBobToken << " bob user\n"
                                     << kAdminToken << " root admin\n"
-                                    << kWorkerToken << " workers worker\n";
-    std::ofstream(dir_ + "/worker.token") << kWorkerToken << "\n";
+                                    << WorkerTokenLines();
+    for (const char* name : kWorkerNames) {
+      std::ofstream(dir_ + "/worker-" + name + ".token") << WorkerToken(name) << "\n";
+    }
   }
   ~ServiceCluster() {
     for (auto& [name, worker] : workers_) kill(worker->pid(), SIGCONT);  // a test stopped it
@@ -299,13 +314,17 @@ class ServiceCluster {
   // its allow-list passes: DEEPNET_* among them; worker/trainer_supervisor.h).
   void StartWorker(const std::string& name, int slots, const std::vector<std::string>& extra = {},
                    const std::vector<std::string>& env = {}) {
+    if (std::find(std::begin(kWorkerNames), std::end(kWorkerNames), name) ==
+        std::end(kWorkerNames)) {
+      throw std::logic_error("worker name " + name + " has no token: add it to kWorkerNames");
+    }
     const Placement placement =
         worker_placements.count(name) ? worker_placements.at(name) : Placement();
     std::vector<std::string> args = placement.prefix;
     args.insert(args.end(),
                 {DEEPNET_WORKER_BINARY, "--coordinator", address(), "--name", name, "--slots",
                  std::to_string(slots), "--work-dir", dir_ + "/work-" + name, "--trainer",
-                 TrainerBinary(), "--token-file", dir_ + "/worker.token", "--listen",
+                 TrainerBinary(), "--token-file", dir_ + "/worker-" + name + ".token", "--listen",
                  placement.address + ":0", "--advertise-address", placement.address});
     args.insert(args.end(), {"--storage-root", storage_root()});
     std::optional<std::pair<uid_t, gid_t>> account = TrainerAccount();

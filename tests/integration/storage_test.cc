@@ -114,7 +114,7 @@ TEST_F(StorageServiceTest, TrainersRunAsTheTrainerAccount) {
 TEST_F(StorageServiceTest, TrainersRunAsTheOwnersUidFromTheTokensFile) {
   if (geteuid() != 0) GTEST_SKIP() << "only a root daemon switches accounts";
   std::ofstream(cluster_.dir() + "/tokens") << kAliceToken << " alice user uid=60005 gid=60006\n"
-                                            << kWorkerToken << " workers worker\n";
+                                            << WorkerTokenLines();
   const std::string home = cluster_.storage_root() + "/users/alice";
   ASSERT_EQ(mkdir(home.c_str(), 0700), 0);
   ASSERT_EQ(chown(home.c_str(), 60005, 60006), 0);

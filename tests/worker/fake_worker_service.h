@@ -35,6 +35,7 @@ class FakeWorkerService final : public deepnet::v1::WorkerService::Service {
     }
     response->set_worker_id("w-" + request->worker_name());
     response->set_epoch(++epoch_);
+    response->set_session_secret("secret-" + std::to_string(epoch_));
     response->mutable_heartbeat_interval()->set_nanos(100 * 1000 * 1000);
     response->mutable_lease_duration()->set_seconds(2);
     for (const deepnet::v1::Cancellation& c : stale_tasks_) *response->add_stale_tasks() = c;

@@ -42,10 +42,10 @@ class WorkerDaemonTest : public ::testing::Test {
     options.supervisor.trainer = testing::WriteFakeTrainer(dir_.path());
     options.supervisor.work_dir = dir_.path() + "/work";
     options.supervisor.slots = slots_;
-    options.supervisor.base_env = {"PATH=/usr/bin:/bin", "DEEPNET_RANK=99", "KEEP_ME=1"};
+    options.supervisor.base_env = {"PATH=/usr/bin:/bin", "DEEPNET_RANK=99", "KEEP_ME=1",
+                                   "DEEPNET_TOKEN=worker-secret"};
     options.supervisor.base_env.insert(options.supervisor.base_env.end(), extra_env_.begin(),
                                        extra_env_.end());
-    options.supervisor.token = "worker-secret";
     options.supervisor.trainer_env = trainer_env_;
     options.max_backoff = 500ms;
     auto daemon = WorkerDaemon::Create(options);
@@ -74,11 +74,13 @@ class WorkerDaemonTest : public ::testing::Test {
     v1::CoordinatorMessage message;
     v1::Assignment* a = message.mutable_assignment();
     a->set_job_id(job);
+    a->set_job_uid(job + "@42");
     a->set_attempt(attempt);
     for (auto [rank, slot] : rank_slots) {
       v1::RankAssignment* r = a->add_ranks();
       r->set_rank(rank);
       r->set_slot_index(slot);
+      r->set_rendezvous_credential("credential-of-rank-" + std::to_string(rank));
     }
     a->set_world_size(4);
     a->set_config_yaml(kConfig);
@@ -150,6 +152,8 @@ TEST_F(WorkerDaemonTest, RegistersThenStartsTheSessionAndHeartbeats) {
   const Messages messages = coordinator_->service().received();
   ASSERT_FALSE(messages.empty());
   EXPECT_TRUE(messages.front().has_start());
+  // The session echoes the secret its registration returned.
+  EXPECT_EQ(messages.front().start().session_secret(), "secret-1");
   for (size_t i = 0; i < messages.size(); ++i) {
     EXPECT_EQ(messages[i].epoch(), 1);
     EXPECT_EQ(messages[i].worker_id(), "w-node-a");
@@ -251,11 +255,16 @@ TEST_F(WorkerDaemonTest, AssignmentStartsEachRankWithItsEnvironmentAndConfig) {
             "train --config " + attempt_dir + "/config.yaml --log-format json\n");
   const std::string env1 = ReadFile(fake_dir_ + "/env-1");
   EXPECT_EQ(env1,
-            "DEEPNET_ATTEMPT=1\nDEEPNET_JOB_ID=job-a\nDEEPNET_LOCAL_RANK=0\nDEEPNET_LOCAL_SIZE=2\n"
+            "DEEPNET_ATTEMPT=1\nDEEPNET_JOB_ID=job-a\nDEEPNET_JOB_UID=job-a@42\nDEEPNET_LOCAL_RANK=0\n"
+            "DEEPNET_LOCAL_SIZE=2\n"
             "DEEPNET_RANK=1\nDEEPNET_RENDEZVOUS=grpc://10.0.0.9:7070\n"
-            "DEEPNET_TOKEN=worker-secret\nDEEPNET_WORKER_PID=" +
+            "DEEPNET_TOKEN=credential-of-rank-1\nDEEPNET_WORKER_PID=" +
                 std::to_string(getpid()) + "\nDEEPNET_WORLD_SIZE=4\n");
-  EXPECT_THAT(ReadFile(fake_dir_ + "/env-3"), HasSubstr("DEEPNET_LOCAL_RANK=1\n"));
+  const std::string env3 = ReadFile(fake_dir_ + "/env-3");
+  EXPECT_THAT(env3, HasSubstr("DEEPNET_LOCAL_RANK=1\n"));
+  // Each rank holds its own credential; the daemon's worker token reaches no trainer.
+  EXPECT_THAT(env3, HasSubstr("DEEPNET_TOKEN=credential-of-rank-3\n"));
+  EXPECT_THAT(env1 + env3, Not(HasSubstr("worker-secret")));
   ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
     for (const auto& x : m) {
       if (x.has_heartbeat() && x.heartbeat().tasks_size() == 2) return true;
@@ -485,23 +494,25 @@ TEST_F(WorkerDaemonTest, AnOldJobsFolderUnderAReusedIdIsMovedAsideForANewOwner) 
   const std::string job_dir = dir_.path() + "/work/job-o";
   v1::CoordinatorMessage alices = Assignment("job-o", 1, {{0, 0}}, "exit");
   alices.mutable_assignment()->set_owner("alice");
+  alices.mutable_assignment()->set_job_uid("job-o@1");
   coordinator_->service().Send(alices);
   ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
     return std::any_of(m.begin(), m.end(), [](const auto& x) { return x.has_trainer_exit(); });
   }));
-  EXPECT_EQ(ReadFile(job_dir + "/.owner"), "alice\n");
+  EXPECT_EQ(ReadFile(job_dir + "/.owner"), "alice job-o@1\n");
   v1::CoordinatorMessage bobs = Assignment("job-o", 1, {{0, 0}}, "exit");
   bobs.mutable_assignment()->set_owner("bob");
+  bobs.mutable_assignment()->set_job_uid("job-o@2");
   std::optional<v1::CommandResult> result = ResultOf(coordinator_->service().Send(bobs));
   ASSERT_TRUE(result.has_value());
   EXPECT_TRUE(result->accepted()) << result->error();
-  EXPECT_EQ(ReadFile(job_dir + "/.owner"), "bob\n");
+  EXPECT_EQ(ReadFile(job_dir + "/.owner"), "bob job-o@2\n");
   int aside = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir_.path() + "/work")) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("job-o.previous-", 0) != 0) continue;
     ++aside;
-    EXPECT_EQ(ReadFile(entry.path().string() + "/.owner"), "alice\n");
+    EXPECT_EQ(ReadFile(entry.path().string() + "/.owner"), "alice job-o@1\n");
     EXPECT_TRUE(std::filesystem::exists(entry.path() / "attempt-1" / "rank-0.stderr.log"));
   }
   EXPECT_EQ(aside, 1);
@@ -513,11 +524,26 @@ TEST_F(WorkerDaemonTest, AnOldJobsFolderUnderAReusedIdIsMovedAsideForANewOwner) 
   ASSERT_TRUE(testing::WaitUntil([&] { return daemon_->Tasks().empty(); }));
   v1::CoordinatorMessage again = Assignment("job-o", 2, {{0, 0}}, "exit");
   again.mutable_assignment()->set_owner("bob");
+  again.mutable_assignment()->set_job_uid("job-o@2");
   std::optional<v1::CommandResult> next = ResultOf(coordinator_->service().Send(again));
   ASSERT_TRUE(next.has_value());
   EXPECT_TRUE(next->accepted()) << next->error();
   EXPECT_TRUE(std::filesystem::exists(job_dir + "/attempt-1"));
   EXPECT_TRUE(std::filesystem::exists(job_dir + "/attempt-2"));
+  // Another job of bob's under the same id (the uid tells them apart): moved aside as well.
+  ASSERT_TRUE(coordinator_->service().WaitFor([](const Messages& m) {
+    return std::count_if(m.begin(), m.end(), [](const auto& x) { return x.has_trainer_exit(); }) >=
+           3;
+  }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return daemon_->Tasks().empty(); }));
+  v1::CoordinatorMessage later = Assignment("job-o", 1, {{0, 0}}, "exit");
+  later.mutable_assignment()->set_owner("bob");
+  later.mutable_assignment()->set_job_uid("job-o@3");
+  std::optional<v1::CommandResult> third = ResultOf(coordinator_->service().Send(later));
+  ASSERT_TRUE(third.has_value());
+  EXPECT_TRUE(third->accepted()) << third->error();
+  EXPECT_EQ(ReadFile(job_dir + "/.owner"), "bob job-o@3\n");
+  EXPECT_FALSE(std::filesystem::exists(job_dir + "/attempt-2"));
 }
 
 TEST_F(WorkerDaemonTest, StaleTasksNamedByTheRegistrationAreStoppedBeforeTheSession) {
