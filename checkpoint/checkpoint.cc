@@ -486,7 +486,7 @@ absl::Status CheckpointStore::ExplainSaveFailure(absl::Status failure) const {
   if (failure.ok() || !options_.fence.fenced() || storage::IsFencedOut(failure)) return failure;
   absl::StatusOr<std::optional<storage::FenceToken>> owner = storage::ReadFence(options_.dir);
   if (!owner.ok() || !owner->has_value() ||
-      ((*owner)->job_id == options_.fence.job_id && (*owner)->attempt <= options_.fence.attempt)) {
+      ((*owner)->SameJob(options_.fence) && (*owner)->attempt <= options_.fence.attempt)) {
     return failure;
   }
   // Check again under the lock for the refusal's wording (and to record nothing by mistake).

@@ -156,6 +156,7 @@ int RunTrain(const TrainCommand& command, const std::atomic<bool>* stop, std::os
     io.step_fault = *std::move(hook);
   }
   io.checkpoint_fence.job_id = launch->control_job_id;
+  io.checkpoint_fence.job_uid = launch->control_job_uid;
   io.checkpoint_fence.attempt = launch->attempt;
   if (io.format == train::LogFormat::kText && launch->rank == 0) {
     const char* core = std::getenv("OPENBLAS_CORETYPE");

@@ -161,6 +161,7 @@ absl::Status ReadLauncher(const EnvReader& reader, const LauncherVars& vars, Lau
 absl::Status ReadControlPlane(const EnvReader& reader, LaunchEnv& env) {
   env.rendezvous = reader.Get("DEEPNET_RENDEZVOUS").value_or("");
   env.control_job_id = reader.Get("DEEPNET_JOB_ID").value_or("");
+  env.control_job_uid = reader.Get("DEEPNET_JOB_UID").value_or("");
   absl::StatusOr<std::optional<int>> attempt = reader.GetInt("DEEPNET_ATTEMPT", /*positive=*/true);
   if (!attempt.ok()) return attempt.status();
   env.attempt = attempt->value_or(0);

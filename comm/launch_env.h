@@ -28,6 +28,8 @@ struct LaunchEnv {
   // parallel.rendezvous), scoped by DEEPNET_JOB_ID and DEEPNET_ATTEMPT.
   std::string rendezvous;
   std::string control_job_id;
+  // DEEPNET_JOB_UID: the job id with its creation time (recorded in checkpoint FENCEs).
+  std::string control_job_uid;
   int attempt = 0;
   // DEEPNET_TOKEN (bearer token), DEEPNET_CA_CERT (PEM CA: TLS), DEEPNET_TLS_SERVER_NAME.
   std::string token;

@@ -23,7 +23,8 @@
 namespace deepnet::storage {
 namespace {
 
-constexpr char kHeader[] = "deepnet-checkpoint-fence 1";
+constexpr char kHeaderV1[] = "deepnet-checkpoint-fence 1";  // No uid line.
+constexpr char kHeader[] = "deepnet-checkpoint-fence 2";
 constexpr size_t kMaxFenceFileBytes = 4096;
 constexpr char kFencedOutPayload[] = "deepnet.storage/fenced-out";
 
@@ -38,7 +39,11 @@ absl::Status FencedOut(const std::string& message) {
 }
 
 std::string Serialize(const FenceToken& token) {
-  return absl::StrCat(kHeader, "\njob ", token.job_id, "\nattempt ", token.attempt, "\n");
+  if (token.job_uid.empty()) {
+    return absl::StrCat(kHeaderV1, "\njob ", token.job_id, "\nattempt ", token.attempt, "\n");
+  }
+  return absl::StrCat(kHeader, "\njob ", token.job_id, "\nuid ", token.job_uid, "\nattempt ",
+                      token.attempt, "\n");
 }
 
 }  // namespace
@@ -87,16 +92,24 @@ absl::StatusOr<std::optional<FenceToken>> ReadFence(const std::string& dir) {
   absl::StatusOr<std::string> text = ReadGuardedFile(path, kMaxFenceFileBytes);
   if (absl::IsNotFound(text.status())) return std::optional<FenceToken>();
   if (!text.ok()) return text.status();
-  const std::vector<std::string> lines = absl::StrSplit(*text, '\n');
+  std::vector<std::string> lines = absl::StrSplit(*text, '\n');
   FenceToken token;
+  // Version 2 has a uid line after the job line; version 1 (older trainers) has none.
+  const bool v2 = !lines.empty() && lines[0] == kHeader;
+  if (v2 && lines.size() > 2 && absl::StartsWith(lines[2], "uid ") && lines[2].size() > 4) {
+    token.job_uid = lines[2].substr(4);
+    lines.erase(lines.begin() + 2);
+  }
   std::string job_id = lines.size() > 1 ? lines[1] : "";
   std::string attempt = lines.size() > 2 ? lines[2] : "";
-  if (lines.size() != 4 || lines[0] != kHeader || !lines[3].empty() ||
-      !absl::StartsWith(job_id, "job ") || !absl::StartsWith(attempt, "attempt ") ||
+  if (lines.size() != 4 || (v2 ? token.job_uid.empty() : lines[0] != kHeaderV1) ||
+      !lines[3].empty() || !absl::StartsWith(job_id, "job ") ||
+      !absl::StartsWith(attempt, "attempt ") ||
       !absl::SimpleAtoi(attempt.substr(8), &token.attempt) || token.attempt < 1) {
     return absl::DataLossError(absl::StrCat(
         path, " is not a checkpoint fence (want \"", kHeader,
-        "\", \"job <id>\", \"attempt <N>\"); remove it only if no job writes to ", dir));
+        "\", \"job <id>\", \"uid <job uid>\", \"attempt <N>\"); remove it only if no job "
+        "writes to ", dir));
   }
   token.job_id = job_id.substr(4);
   return std::optional<FenceToken>(std::move(token));
@@ -104,8 +117,9 @@ absl::StatusOr<std::optional<FenceToken>> ReadFence(const std::string& dir) {
 
 absl::Status CheckAndRecordFenceLocked(const std::string& dir, const FenceToken& token) {
   if (!token.fenced()) return absl::OkStatus();
-  if (absl::StrContains(token.job_id, '\n')) {
-    return absl::InvalidArgumentError("job id of a checkpoint fence must not contain a newline");
+  if (absl::StrContains(token.job_id, '\n') || absl::StrContains(token.job_uid, '\n')) {
+    return absl::InvalidArgumentError(
+        "job id and uid of a checkpoint fence must not contain a newline");
   }
   absl::StatusOr<std::optional<FenceToken>> recorded = ReadFence(dir);
   if (!recorded.ok()) return recorded.status();
@@ -116,6 +130,13 @@ absl::Status CheckAndRecordFenceLocked(const std::string& dir, const FenceToken&
                                     " (", kFenceFileName, " records ", owner.ToString(),
                                     "), not to job ", token.job_id,
                                     "; give this job its own checkpoint.dir"));
+    }
+    if (!owner.SameJob(token)) {
+      return FencedOut(absl::StrCat(
+          "checkpoint folder ", dir, " belongs to an earlier job that had the id ", owner.job_id,
+          " (", kFenceFileName, " records uid ", owner.job_uid, "; this job is ", token.job_uid,
+          ": the coordinator's database was lost or restored, and ids started again); give "
+          "this job its own checkpoint.dir"));
     }
     if (owner.attempt > token.attempt) {
       return FencedOut(absl::StrCat(token.ToString(), " is stale: ", owner.ToString(),

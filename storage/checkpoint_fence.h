@@ -34,15 +34,24 @@ inline constexpr char kFenceLockFileName[] = ".fence.lock";
 // current attempt it means another job owns the folder: restarting cannot help.
 inline constexpr int kFencedOutExitCode = 77;
 
-/// Who writes: the coordinator's job id and attempt (DEEPNET_JOB_ID, DEEPNET_ATTEMPT).
+/// Who writes: the coordinator's job id, job uid and attempt (DEEPNET_JOB_ID, DEEPNET_JOB_UID,
+/// DEEPNET_ATTEMPT).
 struct FenceToken {
   std::string job_id;
   int64_t attempt = 0;  // >= 1 when started by deepnet-worker; 0: standalone, unfenced.
+  // Which job of that id ("<id>@<created ms>", Assignment.job_uid): a job id used again after the
+  // coordinator lost its database is another job. Empty: not known (a FENCE of version 1).
+  std::string job_uid;
 
   bool fenced() const { return attempt > 0; }
   std::string ToString() const;  // "job J attempt N" or "a standalone run"
+  // The same job: the same id, and the same uid where both know one.
+  bool SameJob(const FenceToken& other) const {
+    return job_id == other.job_id &&
+           (job_uid.empty() || other.job_uid.empty() || job_uid == other.job_uid);
+  }
   bool operator==(const FenceToken& other) const {
-    return job_id == other.job_id && attempt == other.attempt;
+    return job_id == other.job_id && job_uid == other.job_uid && attempt == other.attempt;
   }
 };
 
@@ -71,8 +80,8 @@ class FolderLock {
 /// cannot be parsed (it is never written half: remove it by hand only if no job uses DIR).
 [[nodiscard]] absl::StatusOr<std::optional<FenceToken>> ReadFence(const std::string& dir);
 
-/// With the folder lock held: refuses `token` when DIR/FENCE records another job, or a newer
-/// attempt of this job (ABORTED, IsFencedOut); records `token` when the file is missing or
+/// With the folder lock held: refuses `token` when DIR/FENCE records another job (another id,
+/// or the same id with another uid), or a newer attempt of this job (ABORTED, IsFencedOut); records `token` when the file is missing or
 /// records an older attempt (the newer attempt takes over). Always OK for an unfenced token.
 [[nodiscard]] absl::Status CheckAndRecordFenceLocked(const std::string& dir,
                                                      const FenceToken& token);

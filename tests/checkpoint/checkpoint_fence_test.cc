@@ -85,6 +85,42 @@ TEST(CheckpointFence, AnotherJobIsRefusedWithAClearMessage) {
   EXPECT_EQ(**storage::ReadFence(tmp.path()), Token("job-a", 1));
 }
 
+// After the coordinator lost its database, job ids start again: a new job under an old id is
+// another job (its uid differs) and can neither commit into nor take over the old job's folder,
+// whatever its attempt (issue 25, item 5).
+TEST(CheckpointFence, AReusedJobIdWithAnotherUidIsAnotherJob) {
+  deepnet::testing::TempDir tmp;
+  const std::string dir = tmp.path();
+  const FenceToken old_job{"j-000001", 3, "j-000001@1000"};
+  ASSERT_TRUE(storage::ClaimFolder(dir, old_job).ok());
+  EXPECT_THAT(testing::ReadText(dir + "/FENCE"),
+              HasSubstr("deepnet-checkpoint-fence 2\njob j-000001\nuid j-000001@1000\n"));
+  EXPECT_EQ(**storage::ReadFence(dir), old_job);
+  for (int64_t attempt : {1, 3, 9}) {
+    const absl::Status reused =
+        storage::ClaimFolder(dir, FenceToken{"j-000001", attempt, "j-000001@2000"});
+    EXPECT_TRUE(storage::IsFencedOut(reused)) << reused;
+    EXPECT_THAT(std::string(reused.message()), HasSubstr("an earlier job that had the id j-000001"));
+  }
+  EXPECT_EQ(**storage::ReadFence(dir), old_job);
+  // The same job's newer attempt still takes over.
+  EXPECT_TRUE(storage::ClaimFolder(dir, FenceToken{"j-000001", 4, "j-000001@1000"}).ok());
+}
+
+// A FENCE written by a trainer without a job uid (version 1) still fences by id and attempt, and
+// the job's next attempt records its uid.
+TEST(CheckpointFence, AVersionOneFenceIsReadAndUpgraded) {
+  deepnet::testing::TempDir tmp;
+  const std::string dir = tmp.path();
+  testing::WriteText(dir + "/FENCE", "deepnet-checkpoint-fence 1\njob j-7\nattempt 2\n");
+  EXPECT_EQ(**storage::ReadFence(dir), Token("j-7", 2));
+  EXPECT_TRUE(storage::IsFencedOut(storage::ClaimFolder(dir, FenceToken{"j-7", 1, "j-7@5"})));
+  ASSERT_TRUE(storage::ClaimFolder(dir, FenceToken{"j-7", 3, "j-7@5"}).ok());
+  EXPECT_EQ(**storage::ReadFence(dir), (FenceToken{"j-7", 3, "j-7@5"}));
+  testing::WriteText(dir + "/FENCE", "deepnet-checkpoint-fence 2\njob j-7\nattempt 2\n");
+  EXPECT_TRUE(absl::IsDataLoss(storage::ReadFence(dir).status()));  // v2 without its uid
+}
+
 TEST(CheckpointFence, StandaloneRunIsNotFencedAndRecordsNothing) {
   deepnet::testing::TempDir tmp;
   EXPECT_TRUE(storage::ClaimFolder(tmp.path(), FenceToken{}).ok());
