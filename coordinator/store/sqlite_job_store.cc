@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -200,15 +201,20 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
     if (!statement.ok()) return statement.status();
     *slot = std::move(*statement);
   }
+  absl::StatusOr<JobIdMark> mark = JobIdMark::Open(options.path + ".last-job");
+  if (!mark.ok()) return mark.status();
   return std::unique_ptr<SqliteJobStore>(new SqliteJobStore(
       std::move(*db), std::move(statements),
-      options.now_ms ? options.now_ms : std::function<int64_t()>(SystemNowMs)));
+      options.now_ms ? options.now_ms : std::function<int64_t()>(SystemNowMs), *std::move(mark)));
 }
 
 SqliteJobStore::SqliteJobStore(std::unique_ptr<SqliteDb> db,
                                std::unique_ptr<Statements> statements,
-                               std::function<int64_t()> now_ms)
-    : db_(std::move(db)), statements_(std::move(statements)), now_ms_(std::move(now_ms)) {}
+                               std::function<int64_t()> now_ms, JobIdMark mark)
+    : db_(std::move(db)),
+      statements_(std::move(statements)),
+      now_ms_(std::move(now_ms)),
+      mark_(std::move(mark)) {}
 
 SqliteJobStore::~SqliteJobStore() = default;
 
@@ -329,8 +335,10 @@ absl::StatusOr<CreateResult> SqliteJobStore::Create(const JobRecord& request) {
     ScopedReset reset(s);
     absl::StatusOr<bool> row = s.Step();
     if (!row.ok()) return row.status();
-    number = s.ColumnInt(0) + 1;
+    // Never an id handed out before, also by this database before it was restored or replaced.
+    number = std::max(s.ColumnInt(0), mark_.last()) + 1;
   }
+  if (absl::Status s = mark_.Record(number); !s.ok()) return s;
   const JobRecord r = MakeNewJob(request, number, now_ms_());
   {
     SqliteStatement& s = *statements_->insert_job;

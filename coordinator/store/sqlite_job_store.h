@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/store/job_id_mark.h"
 #include "coordinator/store/job_store.h"
 #include "coordinator/store/sqlite_db.h"
 
@@ -68,7 +69,7 @@ class SqliteJobStore final : public JobStore {
   using Row = std::pair<int64_t, JobRecord>;
 
   SqliteJobStore(std::unique_ptr<SqliteDb> db, std::unique_ptr<Statements> statements,
-                 std::function<int64_t()> now_ms);
+                 std::function<int64_t()> now_ms, JobIdMark mark);
 
   absl::StatusOr<Row> ReadRow(SqliteStatement& statement) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Row> FindById(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -87,6 +88,8 @@ class SqliteJobStore final : public JobStore {
   const std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(mu_);
   const std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(mu_);
   const std::function<int64_t()> now_ms_;
+  // The newest job number ever handed out, also beyond this database (a restored backup).
+  JobIdMark mark_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace deepnet::coordinator

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -103,6 +104,40 @@ TEST_F(SqliteJobStoreTest, ReopenedStoreHasEveryJobFieldAndEvent) {
 
 // A child acknowledges creates and transitions over a pipe and is SIGKILLed mid-stream;
 // everything it acknowledged must be in the file.
+// A database restored from a backup (or replaced) must not hand out again the ids of jobs
+// submitted after the backup (issue 25, item 5): the mark beside it remembers the newest.
+TEST_F(SqliteJobStoreTest, IdsAreNotHandedOutAgainAfterTheDatabaseIsRestored) {
+  const std::string backup = dir_ / "backup.db";
+  {
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = OpenStore();
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ((*store)->Create(NewJob("alice"))->record.id, "j-000001");
+  }
+  std::filesystem::copy_file(path_, backup);
+  {
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = OpenStore();
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ((*store)->Create(NewJob("alice"))->record.id, "j-000002");
+    EXPECT_EQ((*store)->Create(NewJob("alice"))->record.id, "j-000003");
+  }
+  EXPECT_EQ(ReadFile(path_ + ".last-job"), "3\n");
+  // The restore: the backup over the database (its WAL files gone with it).
+  std::filesystem::copy_file(backup, path_, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::remove(path_ + "-wal");
+  std::filesystem::remove(path_ + "-shm");
+  {
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = OpenStore();
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ((*store)->Get("j-000002").status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ((*store)->Create(NewJob("alice"))->record.id, "j-000004");
+  }
+  // A mark that is not a number is refused naming the file, and nothing is written.
+  std::ofstream(path_ + ".last-job", std::ios::trunc) << "garbage\n";
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> broken = OpenStore();
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(broken.status().message(), HasSubstr(path_ + ".last-job"));
+}
+
 TEST_F(SqliteJobStoreTest, AcknowledgedWritesSurviveSigkill) {
   constexpr int kAcksBeforeKill = 60;
   int fds[2];
