@@ -225,7 +225,9 @@ absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& re
     }
     const JobRun* job = FindJob(created->record.id);
     if (job == nullptr) return absl::InternalError("replayed job is not loaded");
-    return SubmitResultData{job->View(), false};
+    JobView view = job->View();
+    view.record.spec_yaml = created->record.spec_yaml;  // The store's (released once finished).
+    return SubmitResultData{std::move(view), false};
   }
   JobRun& job =
       jobs_.try_emplace(created->record.id, &job_context_, created->record, request.spec)
@@ -240,7 +242,7 @@ absl::StatusOr<JobView> Coordinator::GetJob(const std::string& job_id) const {
   absl::MutexLock lock(&mu_);
   const JobRun* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  return job->View();
+  return job->ViewWithSpec();
 }
 
 namespace {
@@ -265,7 +267,9 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
   JobFilter filter;
   filter.owner = request.owner;
   filter.states = request.states;
-  filter.with_spec = false;  // The views come from memory; the store gives the order only.
+  // The views come from memory; the store gives the order, and the specs when asked for (a
+  // finished job's spec is not kept in memory).
+  filter.with_spec = request.include_spec;
   absl::MutexLock lock(&mu_);
   std::vector<JobView> out;
   int64_t bytes = 0;
@@ -286,7 +290,7 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> Coordinator::ListJo
       }
       if (!labels_match) continue;
       JobView view = job->View();
-      if (!request.include_spec) std::string().swap(view.record.spec_yaml);
+      view.record.spec_yaml = request.include_spec ? record.spec_yaml : std::string();
       const int64_t size = EstimatedBytes(view);
       if (request.max_bytes > 0 && !out.empty() && bytes + size > request.max_bytes) {
         // Full in bytes: the next page starts after the last job returned.

@@ -65,14 +65,14 @@ absl::StatusOr<JobView> Coordinator::Cancel(const std::string& job_id, const std
   absl::MutexLock lock(&mu_);
   JobRun* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  if (job->state() == JobState::kCancelled) return job->View();
+  if (job->state() == JobState::kCancelled) return job->ViewWithSpec();
   if (IsTerminal(job->state())) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " already ended ",
                                                       ToString(job->state()),
                                                       "; only unfinished jobs can be cancelled"));
   }
   if (absl::Status s = job->Cancel(reason, by); !s.ok()) return s;
-  return job->View();
+  return job->ViewWithSpec();
 }
 
 absl::Status Coordinator::CheckLimits(const SubmitRequestData& request) const {

@@ -56,7 +56,10 @@ class JobRun {
   const std::map<int64_t, int>& checkpoint_attempts() const {
     return milestones_.checkpoint_attempts;
   }
+  // What GetJob shows; a finished job's spec_yaml is empty (StoredJob keeps it in the store).
   JobView View() const;
+  // View() with the spec, read from the store for a finished job.
+  [[nodiscard]] absl::StatusOr<JobView> ViewWithSpec() const;
   // Whether a rank of the current attempt still runs on the worker.
   bool HoldsLiveRankOn(const std::string& worker_id) const;
   // Whether `worker_id` holds (or held) `rank` of the current attempt: the only worker whose

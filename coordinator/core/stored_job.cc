@@ -7,7 +7,22 @@
 namespace deepnet::coordinator {
 
 StoredJob::StoredJob(JobStore* store, JobRunObserver* observer, JobRecord record)
-    : store_(store), observer_(observer), record_(std::move(record)) {}
+    : store_(store), observer_(observer) {
+  Keep(std::move(record));
+}
+
+void StoredJob::Keep(JobRecord record) {
+  record_ = std::move(record);
+  spec_released_ = IsTerminal(record_.state);
+  if (spec_released_) std::string().swap(record_.spec_yaml);
+}
+
+absl::StatusOr<std::string> StoredJob::Spec() const {
+  if (!spec_released_) return record_.spec_yaml;
+  absl::StatusOr<JobRecord> stored = store_->Get(record_.id);
+  if (!stored.ok()) return stored.status();
+  return std::move(stored->spec_yaml);
+}
 
 absl::Status StoredJob::LoadEvents() {
   absl::StatusOr<std::vector<JobEvent>> stored = store_->ListEvents(record_.id, 0);
@@ -42,7 +57,7 @@ absl::Status StoredJob::Transition(JobState to, const std::string& reason,
                   std::string(ToString(to)), updated.status().ToString());
     return updated.status();
   }
-  record_ = *updated;
+  Keep(*std::move(updated));
   record_.last_step = step;
   SyncEvents();
   return absl::OkStatus();
@@ -67,7 +82,7 @@ void StoredJob::PersistStep(int64_t step) {
   progress.expected_attempt = record_.attempt;
   absl::StatusOr<JobRecord> updated = store_->UpdateProgress(record_.id, progress);
   if (updated.ok()) {
-    record_ = *updated;
+    Keep(*std::move(updated));
   } else {
     spdlog::warn("job {}: recording step {}: {}", record_.id, step, updated.status().ToString());
   }

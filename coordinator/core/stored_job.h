@@ -1,7 +1,10 @@
 #pragma once
 // A job's stored side: its JobRecord and events as the job store holds them, and every write to
 // the store for the job (transitions, events, progress). The record's last_step runs ahead of
-// the store between throttled progress writes; a terminal transition writes it first.
+// the store between throttled progress writes; a terminal transition writes it first. A finished
+// job's spec (up to 1 MiB) is not kept in memory: record().spec_yaml is then empty and
+// SpecFromStore reads it (GetJob, ListJobs with specs), so memory grows with the jobs that run,
+// not with the history.
 //
 // Not thread-safe: called by its JobRun with the coordinator's mutex held.
 
@@ -24,6 +27,10 @@ class StoredJob {
   StoredJob(JobStore* store, JobRunObserver* observer, JobRecord record);
 
   const JobRecord& record() const { return record_; }
+  // Whether the job is finished and its spec left to the store (record().spec_yaml empty).
+  bool spec_released() const { return spec_released_; }
+  // The job's spec: record().spec_yaml, or the store's copy once released.
+  [[nodiscard]] absl::StatusOr<std::string> Spec() const;
   const JobEventLog& events() const { return events_; }
 
   // Reads every stored event (at coordinator start).
@@ -41,9 +48,13 @@ class StoredJob {
   void PersistStep(int64_t step);
 
  private:
+  // Sets record_ (from the store) and releases the spec of a finished job.
+  void Keep(JobRecord record);
+
   JobStore* const store_;
   JobRunObserver* const observer_;
   JobRecord record_;
+  bool spec_released_ = false;
   JobEventLog events_;
 };
 
