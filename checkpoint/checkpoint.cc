@@ -241,7 +241,8 @@ absl::StatusOr<std::string> CheckpointStore::PrepareShardedSave(int64_t step,
   const std::string tmp = (fs::path(options_.dir) / SharedTmpName(step, token)).string();
   // Only the attempt that owns the folder removes anything (a stale one could delete the new
   // attempt's save in progress).
-  absl::Status s = storage::RunFenced(options_.dir, options_.fence, [&]() -> absl::Status {
+  absl::Status s = storage::RunFenced(options_.dir, options_.fence,
+                             [&](const storage::LeaseCheck& still_held) -> absl::Status {
     // A folder of this step left by a crashed run (any token, this one included) is never reused.
     const std::string step_name = storage::StepFolderName(step);
     std::error_code ec;
@@ -253,6 +254,7 @@ absl::StatusOr<std::string> CheckpointStore::PrepareShardedSave(int64_t step,
       if (remove_ec) return FsError(remove_ec, "cannot remove stale", it->path().string());
     }
     if (ec) return FsError(ec, "cannot list", options_.dir);
+    if (absl::Status held = still_held(); !held.ok()) return held;
     if (!fs::create_directory(tmp, ec)) {
       return FsError(ec ? ec : std::make_error_code(std::errc::file_exists), "cannot create", tmp);
     }
@@ -315,13 +317,17 @@ absl::StatusOr<std::string> CheckpointStore::CommitShardedSave(
   if (s.ok()) {
     // Check, rename, `latest` and pruning under one hold of the lock: a newer attempt claiming
     // the folder waits until this commit is complete, and after its claim none can start.
-    s = storage::RunFenced(options_.dir, options_.fence, [&]() -> absl::Status {
+    s = storage::RunFenced(options_.dir, options_.fence,
+                             [&](const storage::LeaseCheck& still_held) -> absl::Status {
       absl::Status r = CommitFolder(tmp.string(), final_path);
       if (r.ok()) r = storage::FsyncFolder(options_.dir);
       if (!r.ok()) return r;
       renamed = true;
+      // A holder stopped past its lease while it renamed leaves `latest` to the new owner.
+      if (r = still_held(); !r.ok()) return r;
       r = storage::WriteFileAtomically((dir_path / kLatest).string(), name + "\n", TmpSuffix());
       if (!r.ok()) return r;
+      if (r = still_held(); !r.ok()) return r;
       CleanUpAfterCommit(step, token);
       return absl::OkStatus();
     });
@@ -371,7 +377,8 @@ absl::StatusOr<std::string> CheckpointStore::RollBackTo(int64_t step) {
   const fs::path dir_path(options_.dir);
   const std::string name = storage::StepFolderName(step);
   const std::string target = (dir_path / name).string();
-  absl::Status s = storage::RunFenced(options_.dir, options_.fence, [&]() -> absl::Status {
+  absl::Status s = storage::RunFenced(options_.dir, options_.fence,
+                             [&](const storage::LeaseCheck& still_held) -> absl::Status {
     const std::vector<CheckpointInfo> infos = List();
     if (std::none_of(infos.begin(), infos.end(),
                      [&](const CheckpointInfo& info) { return info.step == step; })) {
@@ -384,6 +391,7 @@ absl::StatusOr<std::string> CheckpointStore::RollBackTo(int64_t step) {
     if (!r.ok()) return r;
     for (const CheckpointInfo& info : infos) {
       if (info.step <= step) continue;
+      if (r = still_held(); !r.ok()) return r;
       // Renamed first so that a half-deleted folder never looks like a completed checkpoint.
       const std::string doomed = absl::StrCat(info.path, TmpSuffix(), ".del");
       if (r = RenamePath(info.path, doomed); !r.ok()) return r;

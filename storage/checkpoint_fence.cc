@@ -53,39 +53,6 @@ std::string FenceToken::ToString() const {
   return absl::StrCat("job ", job_id.empty() ? "(no id)" : job_id, " attempt ", attempt);
 }
 
-absl::StatusOr<FolderLock> FolderLock::Acquire(const std::string& dir,
-                                               std::chrono::milliseconds wait) {
-  const std::string path = (std::filesystem::path(dir) / kFenceLockFileName).string();
-  const int fd =
-      RetryOnEintr([&] { return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); });
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open lock file ", path));
-  // Polled, not blocking: a blocking flock has no timeout.
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  std::chrono::milliseconds pause(1);
-  while (true) {
-    const int rc = RetryOnEintr([&] { return ::flock(fd, LOCK_EX | LOCK_NB); });
-    if (rc == 0) return FolderLock(fd);
-    const int error = errno;
-    if (error != EWOULDBLOCK) {
-      ::close(fd);
-      return absl::ErrnoToStatus(error, absl::StrCat("cannot lock ", path));
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::close(fd);
-      return absl::DeadlineExceededError(absl::StrCat(
-          path, " has been locked by another process for more than ", wait.count() / 1000.0,
-          " s (a trainer of an older attempt stopped while it committed a checkpoint?); giving "
-          "up rather than waiting for ever: stop that process, then restart the job"));
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(100));
-  }
-}
-
-FolderLock::~FolderLock() {
-  if (fd_ >= 0) ::close(fd_);  // Releases the flock.
-}
-
 absl::StatusOr<std::optional<FenceToken>> ReadFence(const std::string& dir) {
   const std::string path = FencePath(dir);
   // A FENCE is four short lines; a link, FIFO or device there is refused, not followed.
@@ -151,16 +118,18 @@ absl::Status CheckAndRecordFenceLocked(const std::string& dir, const FenceToken&
 }
 
 absl::Status ClaimFolder(const std::string& dir, const FenceToken& token) {
-  return RunFenced(dir, token, [] { return absl::OkStatus(); });
+  return RunFenced(dir, token, [](const LeaseCheck&) { return absl::OkStatus(); });
 }
 
 absl::Status RunFenced(const std::string& dir, const FenceToken& token,
-                       const std::function<absl::Status()>& mutate) {
-  if (!token.fenced()) return mutate();
+                       const std::function<absl::Status(const LeaseCheck&)>& mutate) {
+  if (!token.fenced()) return mutate([] { return absl::OkStatus(); });
   absl::StatusOr<FolderLock> lock = FolderLock::Acquire(dir);
   if (!lock.ok()) return lock.status();
+  if (absl::Status held = lock->StillHeld(); !held.ok()) return held;
   if (absl::Status s = CheckAndRecordFenceLocked(dir, token); !s.ok()) return s;
-  return mutate();
+  if (absl::Status held = lock->StillHeld(); !held.ok()) return held;
+  return mutate([&lock] { return lock->StillHeld(); });
 }
 
 bool IsFencedOut(const absl::Status& status) {

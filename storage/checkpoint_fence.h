@@ -6,10 +6,12 @@
 // `latest` replaced, old checkpoints pruned, stale temporaries removed) happens while holding an
 // exclusive lock on DIR/.fence.lock and after checking DIR/FENCE against the writer's token:
 //
-//   DIR/FENCE        "deepnet-checkpoint-fence 1\njob <job id>\nattempt <N>\n", written with
+//   DIR/FENCE        "deepnet-checkpoint-fence 2\njob <job id>\nuid <job uid>\nattempt <N>\n"
+//                    (version 1, from trainers without a job uid, has no uid line), written with
 //                    WriteFileAtomically: the newest attempt that claimed the folder
-//   DIR/.fence.lock  empty; flock(2)ed around every check-and-mutate (released when the process
-//                    ends, however it ends)
+//   DIR/.fence.lock  flock(2)ed around every check-and-mutate (released when the process ends,
+//                    however it ends), holding its holder's lease: a holder stopped or hung past
+//                    its lease loses the lock to the next waiter (storage/folder_lock.h)
 //
 // A token with attempt 0 (a standalone `deepnet train`, not started by deepnet-worker) is not
 // fenced: it neither takes the lock nor checks or changes DIR/FENCE (the folder is the operator's
@@ -25,11 +27,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "storage/folder_lock.h"
 
 namespace deepnet::storage {
 
 inline constexpr char kFenceFileName[] = "FENCE";
-inline constexpr char kFenceLockFileName[] = ".fence.lock";
 // The exit code of a `deepnet train` refused by the fence (cli::kExitFencedOut). From the job's
 // current attempt it means another job owns the folder: restarting cannot help.
 inline constexpr int kFencedOutExitCode = 77;
@@ -55,27 +57,6 @@ struct FenceToken {
   }
 };
 
-/// An exclusive flock on DIR/.fence.lock (created if missing), held until destruction.
-/// Commits hold it for a moment; a holder that never lets go (a stale trainer stopped while it
-/// committed, on a machine cut off from the service) must not block the new attempt forever:
-/// Acquire gives up after `wait` with DEADLINE_EXCEEDED naming the lock file, and the trainer
-/// fails (the job restarts, or fails once its restarts are used up) instead of hanging.
-class FolderLock {
- public:
-  static constexpr std::chrono::milliseconds kDefaultWait{120000};
-  [[nodiscard]] static absl::StatusOr<FolderLock> Acquire(
-      const std::string& dir, std::chrono::milliseconds wait = kDefaultWait);
-  FolderLock(FolderLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  FolderLock& operator=(FolderLock&&) = delete;
-  FolderLock(const FolderLock&) = delete;
-  FolderLock& operator=(const FolderLock&) = delete;
-  ~FolderLock();
-
- private:
-  explicit FolderLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
-};
-
 /// The token recorded in DIR/FENCE; nullopt when there is none. DataLoss naming the file when it
 /// cannot be parsed (it is never written half: remove it by hand only if no job uses DIR).
 [[nodiscard]] absl::StatusOr<std::optional<FenceToken>> ReadFence(const std::string& dir);
@@ -89,11 +70,18 @@ class FolderLock {
 /// Lock, CheckAndRecordFenceLocked, unlock: a new attempt claims the folder before it reads it.
 [[nodiscard]] absl::Status ClaimFolder(const std::string& dir, const FenceToken& token);
 
+/// Asked by a fenced mutation between its steps: OK while the lock's lease holds (always OK for
+/// an unfenced token), ABORTED once it was lost (FolderLock::StillHeld).
+using LeaseCheck = std::function<absl::Status()>;
+
 /// Lock, CheckAndRecordFenceLocked, then `mutate` with the lock still held (so no newer attempt
-/// can claim the folder between the check and the mutation), unlock. Returns the refusal or
-/// what `mutate` returned. An unfenced token runs `mutate` without the lock.
+/// can claim the folder between the check and the mutation), unlock. The lock's lease is checked
+/// before the fence is recorded and again before `mutate`, which gets the check to ask between
+/// its own steps: a holder that lost the lock (stopped or hung past its lease) stops changing
+/// the folder (ABORTED). Returns the refusal or what `mutate` returned. An unfenced token runs
+/// `mutate` without the lock.
 [[nodiscard]] absl::Status RunFenced(const std::string& dir, const FenceToken& token,
-                                     const std::function<absl::Status()>& mutate);
+                                     const std::function<absl::Status(const LeaseCheck&)>& mutate);
 
 /// Whether `status` is a fencing refusal (a stale attempt, or a folder of another job).
 bool IsFencedOut(const absl::Status& status);
