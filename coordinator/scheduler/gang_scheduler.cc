@@ -270,6 +270,7 @@ std::vector<Placement> GangScheduler::Schedule() {
 std::vector<PendingJob> GangScheduler::Pending() const {
   std::vector<PendingJob> pending;
   pending.reserve(queue_.size());
+  ReasonTexts texts;
   Pass(/*stop_early=*/false,
        [&](const Queued& job, Verdict verdict, const Queued* blocker, int64_t free, int64_t held) {
          PendingJob p;
@@ -299,7 +300,7 @@ std::vector<PendingJob> GangScheduler::Pending() const {
              p.code = PendingCode::kTeamRankLimit;
              break;
          }
-         p.reason = Reason(job, verdict, blocker, free, held);
+         p.reason = Reason(job, verdict, blocker, free, held, &texts);
          pending.push_back(std::move(p));
        });
   return pending;
@@ -320,16 +321,31 @@ std::string GangScheduler::ClusterText(int64_t free) const {
   return text;
 }
 
+const std::string& GangScheduler::ClusterTextOf(int64_t free, ReasonTexts* texts) const {
+  if (texts->free != free) {
+    texts->cluster = ClusterText(free);
+    texts->free = free;
+  }
+  return texts->cluster;
+}
+
 std::string GangScheduler::Reason(const Queued& job, Verdict verdict, const Queued* blocker,
-                                  int64_t free, int64_t held) const {
-  const std::string gang = GangText(job.request, job.ranks);
+                                  int64_t free, int64_t held, ReasonTexts* texts) const {
+  if (texts->stages != job.request.pipeline_stages ||
+      texts->replicas != job.request.data_parallel) {
+    texts->gang = GangText(job.request, job.ranks);
+    texts->stages = job.request.pipeline_stages;
+    texts->replicas = job.request.data_parallel;
+  }
+  const std::string& gang = texts->gang;
   switch (verdict) {
     case Verdict::kPlace:
-      return absl::StrCat("fits: ", gang, "; ", ClusterText(free),
+      return absl::StrCat("fits: ", gang, "; ", ClusterTextOf(free, texts),
                           "; the next scheduling pass places it");
     case Verdict::kInsufficient: {
-      std::string reason = absl::StrCat("waiting for free slots: ", gang, "; ", ClusterText(free),
-                                        " (largest free worker has ", pool_.largest_free(), ")");
+      std::string reason =
+          absl::StrCat("waiting for free slots: ", gang, "; ", ClusterTextOf(free, texts),
+                       " (largest free worker has ", pool_.largest_free(), ")");
       if (options_.max_overtakes > 0) {
         absl::StrAppend(&reason, "; overtaken ", job.overtakes, " of at most ",
                         options_.max_overtakes, " times");
@@ -351,7 +367,7 @@ std::string GangScheduler::Reason(const Queued& job, Verdict verdict, const Queu
     }
     case Verdict::kExceeds: {
       std::string reason =
-          absl::StrCat("waiting for workers to join: ", gang, "; ", ClusterText(free));
+          absl::StrCat("waiting for workers to join: ", gang, "; ", ClusterTextOf(free, texts));
       if (pool_.FiltersMemory(job.request.memory_per_rank_bytes)) {
         absl::StrAppend(&reason, "; ",
                         pool_.EligibleSlots(job.request.memory_per_rank_bytes).second,
@@ -366,7 +382,7 @@ std::string GangScheduler::Reason(const Queued& job, Verdict verdict, const Queu
                           " (biggest part: ", job.request.memory_biggest_part,
                           "), but the largest slot of the ready workers has ",
                           job::FormatBytes(pool_.largest_ready_slot_memory()), "; ", gang, "; ",
-                          ClusterText(free));
+                          ClusterTextOf(free, texts));
     case Verdict::kUserCap:
     case Verdict::kTeamCap: {
       const bool user = verdict == Verdict::kUserCap;

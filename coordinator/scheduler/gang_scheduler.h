@@ -139,10 +139,22 @@ class GangScheduler {
   // placed before). With stop_early it stops once nothing behind can be placed.
   template <typename OnJob>
   PassResult Pass(bool stop_early, OnJob&& on_job) const;
+  // The texts that the reasons of one Pending() pass share, each made once per distinct input
+  // instead of once per queued job: the cluster's line for a free-slot count (most of a queue
+  // sees the same count) and the gang's line for a job shape (queues hold runs of one shape).
+  struct ReasonTexts {
+    int64_t free = -1;
+    std::string cluster;
+    int64_t stages = -1;
+    int64_t replicas = -1;
+    std::string gang;
+  };
   std::string Reason(const Queued& job, Verdict verdict, const Queued* blocker, int64_t free,
-                     int64_t held) const;
+                     int64_t held, ReasonTexts* texts) const;
   // "2 workers ready with 4 slots, 3 free (1 draining, 0 lost)", with `free` as given.
   std::string ClusterText(int64_t free) const;
+  // ClusterText(free), made once per pass for each run of jobs that see the same `free`.
+  const std::string& ClusterTextOf(int64_t free, ReasonTexts* texts) const;
   // Id and sizes valid and the id unused (the checks Enqueue and RestorePlacement share).
   [[nodiscard]] absl::Status CheckRequest(const GangRequest& request) const;
   std::vector<LostRanks> MarkLost(const std::vector<WorkerPool::SlotOwner>& owners);
