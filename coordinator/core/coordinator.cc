@@ -81,7 +81,7 @@ absl::Status Coordinator::LoadJobs() {
             absl::StrCat("cancelled at coordinator start: the spec breaks the current rules: ",
                          message.substr(0, std::min<size_t>(message.find('\n'), 512)));
       }
-      JobRun& job = jobs_.try_emplace(record.id, &job_context_, record, settings).first->second;
+      JobRun& job = AddJob(record, settings);
       ++state_counts_[record.state];
       if (absl::Status s = job.Load(refused, reattach_until); !s.ok()) return s;
     }
@@ -167,6 +167,7 @@ void Coordinator::ApplyRetention() {
       break;
     }
     --state_counts_[record.state];
+    job_index_.erase(it->first);
     it = jobs_.erase(it);
     ++deleted;
   }
@@ -229,9 +230,7 @@ absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& re
     view.record.spec_yaml = created->record.spec_yaml;  // The store's (released once finished).
     return SubmitResultData{std::move(view), false};
   }
-  JobRun& job =
-      jobs_.try_emplace(created->record.id, &job_context_, created->record, request.spec)
-          .first->second;
+  JobRun& job = AddJob(created->record, request.spec);
   ++state_counts_[JobState::kQueued];
   job.Submitted();
   if (metrics_ != nullptr) metrics_->IncJobsSubmitted();
@@ -380,14 +379,21 @@ absl::StatusOr<std::vector<CheckpointView>> Coordinator::ListCheckpoints(
   return found;
 }
 
+JobRun& Coordinator::AddJob(const JobRecord& record, const JobSpecInfo& spec) {
+  auto [it, added] = jobs_.try_emplace(record.id, &job_context_, record, spec);
+  // Keyed by a view of the map's own key: a node's key and value stay put until it is erased.
+  if (added) job_index_.emplace(it->first, &it->second);
+  return it->second;
+}
+
 JobRun* Coordinator::FindJob(const std::string& job_id) {
-  auto it = jobs_.find(job_id);
-  return it == jobs_.end() ? nullptr : &it->second;
+  auto it = job_index_.find(job_id);
+  return it == job_index_.end() ? nullptr : it->second;
 }
 
 const JobRun* Coordinator::FindJob(const std::string& job_id) const {
-  auto it = jobs_.find(job_id);
-  return it == jobs_.end() ? nullptr : &it->second;
+  auto it = job_index_.find(job_id);
+  return it == job_index_.end() ? nullptr : it->second;
 }
 
 void Coordinator::OnJobStateChanged(JobState from, JobState to) {

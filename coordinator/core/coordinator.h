@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/core/coordinator_metrics.h"
@@ -289,6 +291,9 @@ class Coordinator : private JobRunObserver {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateRankCaps() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds a job to jobs_ and job_index_ (an id already there keeps its job).
+  JobRun& AddJob(const JobRecord& record, const JobSpecInfo& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobRun* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const JobRun* FindJob(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -317,6 +322,10 @@ class Coordinator : private JobRunObserver {
   // What every JobRun reaches (the store, scheduler, rendezvous, metrics, workers_ and this).
   const JobRunContext job_context_;
   std::map<std::string, JobRun> jobs_ ABSL_GUARDED_BY(mu_);
+  // jobs_ by id in a hash table: FindJob is on every report and on each queued job of every
+  // scheduling pass (RefreshPending), where the ordered map's string compares add up. Keys are
+  // views of jobs_'s keys; AddJob and ApplyRetention keep the two in step.
+  absl::flat_hash_map<absl::string_view, JobRun*> job_index_ ABSL_GUARDED_BY(mu_);
   std::map<JobState, int64_t> state_counts_ ABSL_GUARDED_BY(mu_);
   Clock::time_point last_retention_sweep_ ABSL_GUARDED_BY(mu_);
   // Deletes the finished jobs past options_.retain_finished (TickLocked, every retention_sweep).
