@@ -72,6 +72,14 @@ function secretHash(type, data) {
   return hex.replace(/[013ae]/g, (c) => map[c]);
 }
 
+// A secretGenerator value as kustomize (kyaml) encodes it: base64, and once that is 70 characters
+// or longer, cut into lines of 70, each ending in a newline. The hash covers this text.
+function kustomizeBase64(buffer) {
+  const text = buffer.toString('base64');
+  if (text.length < 70) return text;
+  return text.match(/.{1,70}/g).map((line) => line + '\n').join('');
+}
+
 // The pod specs inside a workload (Pod, templates, CronJob's job template).
 function podSpecs(obj) {
   const s = obj.spec || {};
@@ -113,11 +121,11 @@ function renderKustomization(dir) {
       const key = eq >= 0 ? entry.slice(0, eq) : path.basename(entry);
       const src = path.join(dir, eq >= 0 ? entry.slice(eq + 1) : entry);
       if (!fs.existsSync(src)) throw new Error(`kustomization.yaml: secretGenerator '${gen.name}': file ${path.relative(dir, src)} does not exist`);
-      data[key] = fs.readFileSync(src).toString('base64');
+      data[key] = kustomizeBase64(fs.readFileSync(src));
     }
     for (const lit of gen.literals || []) {
       const eq = lit.indexOf('=');
-      data[lit.slice(0, eq)] = Buffer.from(lit.slice(eq + 1)).toString('base64');
+      data[lit.slice(0, eq)] = kustomizeBase64(Buffer.from(lit.slice(eq + 1)));
     }
     const name = `${gen.name}-${secretHash(type, data)}`;
     renamed[gen.name] = name;
@@ -194,8 +202,15 @@ function validateK8s(objects) {
       problem(`${id(o)}: no schema for apiVersion ${o.obj.apiVersion} kind ${o.obj.kind}`);
       continue;
     }
+    // A Secret's values may hold the newlines kustomize wraps base64 with: the API server's
+    // decoder (Go's encoding/base64) skips them, the schema's "byte" format does not.
+    const obj = o.obj.kind === 'Secret' && o.obj.data ? {
+      ...o.obj,
+      data: Object.fromEntries(
+          Object.entries(o.obj.data).map(([k, v]) => [k, String(v).replace(/\n/g, '')])),
+    } : o.obj;
     try {
-      new Model(o.obj).validate();
+      new Model(obj).validate();
     } catch (e) {
       problem(`${id(o)}: ${e.message.split('\n').join('; ')}`);
     }
