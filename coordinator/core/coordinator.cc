@@ -131,7 +131,9 @@ void Coordinator::TickLocked() {
                                     const std::vector<LostRanks>& lost, const std::string& why) {
     OnWorkerLost(worker_id, lost, why);
   });
-  for (auto& [id, job] : jobs_) job.CheckTimers(now);
+  for (auto& [id, job] : jobs_) {
+    if (job.HasTimers()) job.CheckTimers(now);
+  }
   RunScheduler();
   if (options_.retain_finished.count() > 0 &&
       now - last_retention_sweep_ >= options_.retention_sweep) {

@@ -81,6 +81,13 @@ class JobRun {
   void OnPending(const PendingJob& pending);
   // Start and hang timeouts, stop and reattach deadlines.
   void CheckTimers(JobClock::time_point now);
+  // Whether CheckTimers can do anything: not for a queued job (it holds nothing and waits for
+  // the scheduler, which has no deadline) nor a finished one. Inline, so that the control loop
+  // passes over the queue of a busy cluster without a call per job.
+  bool HasTimers() const {
+    const JobState s = state();
+    return s != JobState::kQueued && !IsTerminal(s);
+  }
   [[nodiscard]] absl::Status Cancel(const std::string& reason, const std::string& by);
 
   // --- What workers report (coordinator_workers.cc checked the worker's epoch). ---

@@ -49,10 +49,6 @@ absl::Status CheckTransition(JobState from, JobState to) {
                                                     " -> ", ToString(to), " is not allowed"));
 }
 
-bool IsTerminal(JobState state) {
-  return state == S::kSucceeded || state == S::kFailed || state == S::kCancelled;
-}
-
 absl::string_view ToString(JobState state) {
   switch (state) {
     case S::kQueued: return "QUEUED";

@@ -52,8 +52,12 @@ const std::vector<std::pair<JobState, JobState>>& AllowedJobTransitions();
 // OK if (from, to) is in the table; otherwise FAILED_PRECONDITION naming both states.
 [[nodiscard]] absl::Status CheckTransition(JobState from, JobState to);
 
-// True for kSucceeded, kFailed and kCancelled: no transition leaves them.
-bool IsTerminal(JobState state);
+// True for kSucceeded, kFailed and kCancelled: no transition leaves them. Inline: the control
+// loop asks it of every job at every tick.
+constexpr bool IsTerminal(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kCancelled;
+}
 
 // "QUEUED", "PLACING", ... (the names used in the API, the store and the logs).
 absl::string_view ToString(JobState state);
