@@ -108,8 +108,25 @@ class ControlPlaneTest : public ::testing::Test {
     return ready;
   }
 
+  // RegisterWorker of a one-slot worker named `name`, called with `token`.
+  grpc::Status RegisterAs(const std::string& token, const std::string& name) {
+    if (!workers_) {
+      rpc::ChannelOptions options;
+      options.address = cluster_.address();
+      workers_ = v1::WorkerService::NewStub(*rpc::MakeChannel(options));
+    }
+    v1::RegisterWorkerRequest reg;
+    reg.set_worker_name(name);
+    reg.add_slots()->set_index(0);
+    v1::RegisterWorkerResponse registered;
+    return Call(token.c_str(), [&](grpc::ClientContext* c) {
+      return workers_->RegisterWorker(c, reg, &registered);
+    });
+  }
+
   ServiceCluster cluster_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
 };
 
 TEST_F(ControlPlaneTest, GangTrainsToSuccessWithCheckpointsMetricsAndPrometheus) {
@@ -421,28 +438,12 @@ TEST_F(ControlPlaneTest, AuthenticationMatrix) {
   ASSERT_TRUE(Call(kBobToken, [&](grpc::ClientContext* c) { return jobs_->ListJobs(c, list, &listed); })
                   .ok());
   EXPECT_EQ(listed.jobs_size(), 0);  // bob's own jobs: none
-  // A user token cannot act as a worker.
-  rpc::ChannelOptions options;
-  options.address = cluster_.address();
-  auto workers = v1::WorkerService::NewStub(*rpc::MakeChannel(options));
-  v1::RegisterWorkerRequest reg;
-  reg.set_worker_name("intruder");
-  reg.add_slots()->set_index(0);
-  v1::RegisterWorkerResponse registered;
-  EXPECT_EQ(Call(kAliceToken, [&](grpc::ClientContext* c) {
-              return workers->RegisterWorker(c, reg, &registered);
-            }).error_code(),
+  // A user token cannot act as a worker; a worker token acts only as its own worker (issue 25,
+  // item 1).
+  EXPECT_EQ(RegisterAs(kAliceToken, "intruder").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(RegisterAs(WorkerToken("w1"), "intruder").error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
-  // A worker token acts only as its own worker (issue 25, item 1).
-  EXPECT_EQ(Call(WorkerToken("w1").c_str(), [&](grpc::ClientContext* c) {
-              return workers->RegisterWorker(c, reg, &registered);
-            }).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  reg.set_worker_name("w1");
-  EXPECT_EQ(Call(WorkerToken("w1").c_str(), [&](grpc::ClientContext* c) {
-              return workers->RegisterWorker(c, reg, &registered);
-            }).error_code(),
-            grpc::StatusCode::OK);
+  EXPECT_EQ(RegisterAs(WorkerToken("w1"), "w1").error_code(), grpc::StatusCode::OK);
 }
 
 // One worker's token cannot take over another worker: registering under its name is refused,
@@ -452,16 +453,7 @@ TEST_F(ControlPlaneTest, AWorkerTokenActsOnlyAsItsOwnWorker) {
   cluster_.StartWorker("w1", 1);
   cluster_.StartWorker("w2", 1);
   ASSERT_TRUE(WaitFor([&] { return ReadyWorkers() == 2; }, std::chrono::seconds(60)));
-  rpc::ChannelOptions options;
-  options.address = cluster_.address();
-  auto workers = v1::WorkerService::NewStub(*rpc::MakeChannel(options));
-  v1::RegisterWorkerRequest reg;
-  reg.set_worker_name("w1");
-  reg.add_slots()->set_index(0);
-  v1::RegisterWorkerResponse registered;
-  const grpc::Status as_other = Call(WorkerToken("w2").c_str(), [&](grpc::ClientContext* c) {
-    return workers->RegisterWorker(c, reg, &registered);
-  });
+  const grpc::Status as_other = RegisterAs(WorkerToken("w2"), "w1");
   EXPECT_EQ(as_other.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(as_other.error_message(), HasSubstr("may not act as worker 'w1'"));
   // w1's own token with w1's current epoch (its first registration: 1) but a guessed secret;
@@ -469,7 +461,7 @@ TEST_F(ControlPlaneTest, AWorkerTokenActsOnlyAsItsOwnWorker) {
   for (const std::string& token : {WorkerToken("w1"), WorkerToken("w2")}) {
     grpc::ClientContext context;
     rpc::PrepareContext(&context, token, std::chrono::seconds(30));
-    auto stream = workers->Session(&context);
+    auto stream = workers_->Session(&context);
     v1::WorkerMessage start;
     start.set_worker_id("w1");
     start.set_epoch(1);
@@ -535,15 +527,7 @@ TEST_F(ControlPlaneTest, TrainersHoldOnlyTheirRanksRendezvousCredential) {
               return jobs_->ListJobs(c, v1::ListJobsRequest(), &listed);
             }).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  auto workers = v1::WorkerService::NewStub(channel);
-  v1::RegisterWorkerRequest reg;
-  reg.set_worker_name("w1");
-  reg.add_slots()->set_index(0);
-  v1::RegisterWorkerResponse registered;
-  EXPECT_EQ(Call(credential.c_str(), [&](grpc::ClientContext* c) {
-              return workers->RegisterWorker(c, reg, &registered);
-            }).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(RegisterAs(credential, "w1").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   v1::CancelJobRequest cancel;
   cancel.set_job_id(id);
   v1::Job after;
