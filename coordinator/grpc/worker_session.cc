@@ -39,10 +39,12 @@ void WorkerSession::OnReadDone(bool ok) {
     outbox_->Close(valid);
     return;
   }
-  Handle(incoming_);
   // Acknowledged once handled, not before: the worker forgets an exit report on this ack, so a
-  // coordinator that died while handling it must not have acknowledged it.
-  outbox_->SetAck(incoming_.sequence());
+  // coordinator that died while handling it must not have acknowledged it. What the handling
+  // sends (a lease renewal) waits for it and carries the ack.
+  outbox_->Hold();
+  Handle(incoming_);
+  outbox_->Release(incoming_.sequence());
   if (!outbox_->closing()) StartRead(&incoming_);
 }
 
@@ -173,19 +175,43 @@ void WorkerSession::Outbox::Push(v1::CoordinatorMessage message, const std::stri
     absl::MutexLock lock(&mu_);
     if (session_ == nullptr || finish_requested_) return;
     message.set_sequence(next_sequence_++);
-    message.set_ack_sequence(ack_);
     if (!assignment_job.empty()) {
       assignments_[message.sequence()] = {assignment_job, attempt};
       // Keep the map bounded: results arrive promptly or never.
       while (assignments_.size() > 1024) assignments_.erase(assignments_.begin());
     }
     queue_.push_back(std::move(message));
-    if (writing_) return;
-    writing_ = true;
-    to_write = &queue_.front();
+    to_write = NextWriteLocked();
     session = session_;
   }
-  session->StartWrite(to_write);
+  if (to_write != nullptr) session->StartWrite(to_write);
+}
+
+v1::CoordinatorMessage* WorkerSession::Outbox::NextWriteLocked() {
+  if (writing_ || held_ || queue_.empty() || finish_requested_) return nullptr;
+  writing_ = true;
+  // Stamped as it goes out, not when queued: it acknowledges everything handled by then.
+  queue_.front().set_ack_sequence(ack_);
+  return &queue_.front();
+}
+
+void WorkerSession::Outbox::Hold() {
+  absl::MutexLock lock(&mu_);
+  held_ = true;
+}
+
+void WorkerSession::Outbox::Release(int64_t ack) {
+  const v1::CoordinatorMessage* to_write = nullptr;
+  WorkerSession* session = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    held_ = false;
+    ack_ = std::max(ack_, ack);
+    if (session_ == nullptr) return;
+    to_write = NextWriteLocked();
+    session = session_;
+  }
+  if (to_write != nullptr) session->StartWrite(to_write);
 }
 
 void WorkerSession::Outbox::WriteDone(bool ok) {
@@ -196,16 +222,15 @@ void WorkerSession::Outbox::WriteDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     queue_.pop_front();
+    writing_ = false;
     if (!ok) {
       queue_.clear();
       finish_requested_ = true;
       finish_status_ = absl::UnavailableError("writing to the worker failed");
     }
     session = session_;
-    if (!queue_.empty() && !finish_requested_) {
-      to_write = &queue_.front();
-    } else {
-      writing_ = false;
+    to_write = NextWriteLocked();
+    if (to_write == nullptr) {
       if (finish_requested_ && !finished_) {
         finished_ = true;
         finish = true;
@@ -233,11 +258,6 @@ void WorkerSession::Outbox::Close(const absl::Status& status) {
     session = session_;
   }
   session->Finish(rpc::ToGrpc(status));
-}
-
-void WorkerSession::Outbox::SetAck(int64_t ack) {
-  absl::MutexLock lock(&mu_);
-  ack_ = std::max(ack_, ack);
 }
 
 bool WorkerSession::Outbox::closing() {

@@ -52,15 +52,24 @@ class WorkerSession final
     void Push(v1::CoordinatorMessage message, const std::string& assignment_job, int attempt);
     // The write in flight completed; starts the next one or the pending Finish.
     void WriteDone(bool ok);
-    void SetAck(int64_t ack);
+    // Around the handling of one worker message: writes wait while it is handled, then go out
+    // carrying `ack` (its sequence), so the answer it caused (a lease renewal) acknowledges it,
+    // and nothing acknowledges it before it was handled.
+    void Hold();
+    void Release(int64_t ack);
     bool closing();
     // The job attempt of an assignment this session sent with `sequence`, if any.
     std::optional<std::pair<std::string, int>> AssignmentOf(int64_t sequence);
     void Detach();
 
    private:
+    // The queue's front, stamped with the current ack, when a write may start now (writing_ is
+    // then set); null otherwise.
+    v1::CoordinatorMessage* NextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
     absl::Mutex mu_;
     WorkerSession* session_ ABSL_GUARDED_BY(mu_);
+    bool held_ ABSL_GUARDED_BY(mu_) = false;
     std::deque<v1::CoordinatorMessage> queue_ ABSL_GUARDED_BY(mu_);
     bool writing_ ABSL_GUARDED_BY(mu_) = false;
     bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;

@@ -108,8 +108,9 @@ class ControlPlaneTest : public ::testing::Test {
     return ready;
   }
 
-  // RegisterWorker of a one-slot worker named `name`, called with `token`.
-  grpc::Status RegisterAs(const std::string& token, const std::string& name) {
+  // RegisterWorker of a one-slot worker named `name`, called with `token`; the answer in `out`.
+  grpc::Status RegisterAs(const std::string& token, const std::string& name,
+                          v1::RegisterWorkerResponse* out = nullptr) {
     if (!workers_) {
       rpc::ChannelOptions options;
       options.address = cluster_.address();
@@ -120,7 +121,7 @@ class ControlPlaneTest : public ::testing::Test {
     reg.add_slots()->set_index(0);
     v1::RegisterWorkerResponse registered;
     return Call(token.c_str(), [&](grpc::ClientContext* c) {
-      return workers_->RegisterWorker(c, reg, &registered);
+      return workers_->RegisterWorker(c, reg, out != nullptr ? out : &registered);
     });
   }
 
@@ -477,6 +478,36 @@ TEST_F(ControlPlaneTest, AWorkerTokenActsOnlyAsItsOwnWorker) {
   // Both real workers are untouched.
   std::this_thread::sleep_for(std::chrono::seconds(2));
   EXPECT_EQ(ReadyWorkers(), 2);
+}
+
+// The lease renewal that answers a heartbeat acknowledges that heartbeat (its ack_sequence),
+// not only the message before it: the ack is given once a message is handled, and what the
+// handling sends goes out after it.
+TEST_F(ControlPlaneTest, TheLeaseRenewalAcknowledgesTheHeartbeatItAnswers) {
+  v1::RegisterWorkerResponse registered;
+  ASSERT_TRUE(RegisterAs(WorkerToken("w3"), "w3", &registered).ok());
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, WorkerToken("w3"), std::chrono::seconds(30));
+  auto stream = workers_->Session(&context);
+  v1::WorkerMessage message;
+  message.set_worker_id(registered.worker_id());
+  message.set_epoch(registered.epoch());
+  message.set_sequence(1);
+  message.mutable_start()->set_session_secret(registered.session_secret());
+  ASSERT_TRUE(stream->Write(message));
+  for (int64_t sequence = 2; sequence <= 4; ++sequence) {
+    message.set_sequence(sequence);
+    message.mutable_heartbeat();
+    ASSERT_TRUE(stream->Write(message));
+    v1::CoordinatorMessage answer;
+    do {
+      ASSERT_TRUE(stream->Read(&answer));
+    } while (!answer.has_lease());
+    EXPECT_EQ(answer.ack_sequence(), sequence);
+  }
+  stream->WritesDone();
+  context.TryCancel();
+  (void)stream->Finish();
 }
 
 // A trainer holds only its rank's rendezvous credential: never the worker's token; good for its
