@@ -17,6 +17,7 @@
 
 #include "job/stop_exit.h"
 #include "rpc/rpc_util.h"
+#include "worker/daemon_secrets.h"
 #include "worker/health_server.h"
 #include "worker/host_resources.h"
 #include "worker/trainer_account.h"
@@ -166,6 +167,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::string> resolved = rpc::ResolveToken(token, token_file, "DEEPNET_TOKEN");
   if (!resolved.ok()) return Fail(std::string(resolved.status().message()));
   options.token = *resolved;
+  // Trainers that run as this daemon's own account must not read the token from its
+  // environment or memory (/proc, ptrace).
+  if (absl::Status s = worker::KeepSecretsFromTrainers(); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
 
   worker::SupervisorOptions& sup = options.supervisor;
   sup.trainer_env = trainer_env;
