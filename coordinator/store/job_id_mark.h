@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,9 +27,20 @@ class JobIdMark {
   /// Records `number` as handed out (when above the mark). INTERNAL naming the file on failure.
   [[nodiscard]] absl::Status Record(int64_t number);
 
- private:
-  JobIdMark(std::string path, int64_t last) : path_(std::move(path)), last_(last) {}
+  JobIdMark(JobIdMark&& other) noexcept
+      : fd_(other.fd_), path_(std::move(other.path_)), last_(other.last_) {
+    other.fd_ = -1;
+  }
+  JobIdMark& operator=(JobIdMark&&) = delete;
+  JobIdMark(const JobIdMark&) = delete;
+  JobIdMark& operator=(const JobIdMark&) = delete;
+  ~JobIdMark();
 
+ private:
+  JobIdMark(int fd, std::string path, int64_t last)
+      : fd_(fd), path_(std::move(path)), last_(last) {}
+
+  int fd_ = -1;
   std::string path_;
   int64_t last_ = 0;
 };

@@ -120,7 +120,7 @@ TEST_F(SqliteJobStoreTest, IdsAreNotHandedOutAgainAfterTheDatabaseIsRestored) {
     EXPECT_EQ((*store)->Create(NewJob("alice"))->record.id, "j-000002");
     EXPECT_EQ((*store)->Create(NewJob("alice"))->record.id, "j-000003");
   }
-  EXPECT_EQ(ReadFile(path_ + ".last-job"), "3\n");
+  EXPECT_EQ(ReadFile(path_ + ".last-job"), "00000000000000000003\n");
   // The restore: the backup over the database (its WAL files gone with it).
   std::filesystem::copy_file(backup, path_, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::remove(path_ + "-wal");
