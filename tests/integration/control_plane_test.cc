@@ -108,6 +108,17 @@ class ControlPlaneTest : public ::testing::Test {
     return ready;
   }
 
+  // Cancels job `id` as alice and waits until it is CANCELLED.
+  void CancelAndWait(const std::string& id, std::chrono::seconds limit) {
+    v1::CancelJobRequest cancel;
+    cancel.set_job_id(id);
+    v1::Job after;
+    EXPECT_TRUE(Call(kAliceToken, [&](grpc::ClientContext* c) {
+                  return jobs_->CancelJob(c, cancel, &after);
+                }).ok());
+    EXPECT_TRUE(WaitState(id, v1::JOB_STATE_CANCELLED, limit));
+  }
+
   // RegisterWorker of a one-slot worker named `name`, called with `token`; the answer in `out`.
   grpc::Status RegisterAs(const std::string& token, const std::string& name,
                           v1::RegisterWorkerResponse* out = nullptr) {
@@ -369,13 +380,7 @@ TEST_F(ControlPlaneTest, PrometheusServerScrapesTheJobLoss) {
   EXPECT_TRUE(found) << "last answer: " << answer << "\nprometheus log:\n"
                      << Tail(Slurp(cluster_.dir() + "/prometheus.log"));
   EXPECT_THAT(answer, HasSubstr(id));
-  v1::CancelJobRequest cancel;
-  cancel.set_job_id(id);
-  v1::Job after;
-  EXPECT_TRUE(Call(kAliceToken, [&](grpc::ClientContext* c) {
-                return jobs_->CancelJob(c, cancel, &after);
-              }).ok());
-  EXPECT_TRUE(WaitState(id, v1::JOB_STATE_CANCELLED, std::chrono::seconds(30)));
+  CancelAndWait(id, std::chrono::seconds(30));
 }
 
 TEST_F(ControlPlaneTest, ConcurrentRetriesWithOneIdempotencyKeyMakeOneJob) {
@@ -559,13 +564,7 @@ TEST_F(ControlPlaneTest, TrainersHoldOnlyTheirRanksRendezvousCredential) {
             }).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(RegisterAs(credential, "w1").error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  v1::CancelJobRequest cancel;
-  cancel.set_job_id(id);
-  v1::Job after;
-  EXPECT_TRUE(Call(kAliceToken, [&](grpc::ClientContext* c) {
-                return jobs_->CancelJob(c, cancel, &after);
-              }).ok());
-  EXPECT_TRUE(WaitState(id, v1::JOB_STATE_CANCELLED, std::chrono::seconds(60)));
+  CancelAndWait(id, std::chrono::seconds(60));
   // The attempt's end ends its credential's use: the scope is gone.
   EXPECT_EQ(num_keys(credential, id, 1), grpc::StatusCode::FAILED_PRECONDITION);
 }
