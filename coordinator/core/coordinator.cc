@@ -240,10 +240,22 @@ absl::StatusOr<SubmitResultData> Coordinator::Submit(const SubmitRequestData& re
 }
 
 absl::StatusOr<JobView> Coordinator::GetJob(const std::string& job_id) const {
-  absl::MutexLock lock(&mu_);
-  const JobRun* job = FindJob(job_id);
-  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  return job->ViewWithSpec();
+  JobView view;
+  {
+    absl::MutexLock lock(&mu_);
+    const JobRun* job = FindJob(job_id);
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+    view = job->View();
+    if (!job->spec_released()) return view;
+  }
+  return WithStoredSpec(std::move(view));
+}
+
+absl::StatusOr<JobView> Coordinator::WithStoredSpec(JobView view) const {
+  absl::StatusOr<JobRecord> stored = store_->Get(view.record.id);
+  if (!stored.ok()) return stored.status();
+  view.record.spec_yaml = std::move(stored->spec_yaml);
+  return view;
 }
 
 namespace {

@@ -291,6 +291,9 @@ class Coordinator : private JobRunObserver {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateRankCaps() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `view` of a finished job with its spec, read from the store (StoredJob keeps none in
+  // memory). Called without mu_: a spec is up to 1 MiB, and the store has its own lock.
+  absl::StatusOr<JobView> WithStoredSpec(JobView view) const ABSL_LOCKS_EXCLUDED(mu_);
   // Adds a job to jobs_ and job_index_ (an id already there keeps its job).
   JobRun& AddJob(const JobRecord& record, const JobSpecInfo& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

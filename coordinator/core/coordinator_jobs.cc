@@ -62,17 +62,23 @@ AssignmentCommand Coordinator::AssignmentBase(const std::string& owner) const {
 
 absl::StatusOr<JobView> Coordinator::Cancel(const std::string& job_id, const std::string& reason,
                                             const std::string& by) {
-  absl::MutexLock lock(&mu_);
-  JobRun* job = FindJob(job_id);
-  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
-  if (job->state() == JobState::kCancelled) return job->ViewWithSpec();
-  if (IsTerminal(job->state())) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " already ended ",
-                                                      ToString(job->state()),
-                                                      "; only unfinished jobs can be cancelled"));
+  JobView view;
+  {
+    absl::MutexLock lock(&mu_);
+    JobRun* job = FindJob(job_id);
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", job_id, " does not exist"));
+    if (IsTerminal(job->state()) && job->state() != JobState::kCancelled) {
+      return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " already ended ",
+                                                        ToString(job->state()),
+                                                        "; only unfinished jobs can be cancelled"));
+    }
+    if (job->state() != JobState::kCancelled) {
+      if (absl::Status s = job->Cancel(reason, by); !s.ok()) return s;
+    }
+    view = job->View();
+    if (!job->spec_released()) return view;
   }
-  if (absl::Status s = job->Cancel(reason, by); !s.ok()) return s;
-  return job->ViewWithSpec();
+  return WithStoredSpec(std::move(view));
 }
 
 absl::Status Coordinator::CheckLimits(const SubmitRequestData& request) const {

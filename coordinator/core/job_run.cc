@@ -65,15 +65,6 @@ JobView JobRun::View() const {
   return view;
 }
 
-absl::StatusOr<JobView> JobRun::ViewWithSpec() const {
-  JobView view = View();
-  if (!stored_.spec_released()) return view;
-  absl::StatusOr<std::string> spec = stored_.Spec();
-  if (!spec.ok()) return spec.status();
-  view.record.spec_yaml = *std::move(spec);
-  return view;
-}
-
 bool JobRun::HoldsLiveRankOn(const std::string& worker_id) const {
   return std::any_of(attempt_.ranks.begin(), attempt_.ranks.end(),
                      [&](const RankRun& r) { return !r.exited && r.view.worker_id == worker_id; });

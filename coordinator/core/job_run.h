@@ -58,8 +58,8 @@ class JobRun {
   }
   // What GetJob shows; a finished job's spec_yaml is empty (StoredJob keeps it in the store).
   JobView View() const;
-  // View() with the spec, read from the store for a finished job.
-  [[nodiscard]] absl::StatusOr<JobView> ViewWithSpec() const;
+  // Whether View()'s spec_yaml is left to the store (a finished job).
+  bool spec_released() const { return stored_.spec_released(); }
   // Whether a rank of the current attempt still runs on the worker.
   bool HoldsLiveRankOn(const std::string& worker_id) const;
   // Whether `worker_id` holds (or held) `rank` of the current attempt: the only worker whose

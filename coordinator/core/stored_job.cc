@@ -17,12 +17,6 @@ void StoredJob::Keep(JobRecord record) {
   if (spec_released_) std::string().swap(record_.spec_yaml);
 }
 
-absl::StatusOr<std::string> StoredJob::Spec() const {
-  if (!spec_released_) return record_.spec_yaml;
-  absl::StatusOr<JobRecord> stored = store_->Get(record_.id);
-  if (!stored.ok()) return stored.status();
-  return std::move(stored->spec_yaml);
-}
 
 absl::Status StoredJob::LoadEvents() {
   absl::StatusOr<std::vector<JobEvent>> stored = store_->ListEvents(record_.id, 0);

@@ -2,9 +2,9 @@
 // A job's stored side: its JobRecord and events as the job store holds them, and every write to
 // the store for the job (transitions, events, progress). The record's last_step runs ahead of
 // the store between throttled progress writes; a terminal transition writes it first. A finished
-// job's spec (up to 1 MiB) is not kept in memory: record().spec_yaml is then empty and
-// SpecFromStore reads it (GetJob, ListJobs with specs), so memory grows with the jobs that run,
-// not with the history.
+// job's spec (up to 1 MiB) is not kept in memory: record().spec_yaml is then empty, and whoever
+// shows it reads the store's copy (Coordinator::WithStoredSpec, ListJobs with specs), so memory
+// grows with the jobs that run, not with the history.
 //
 // Not thread-safe: called by its JobRun with the coordinator's mutex held.
 
@@ -29,8 +29,6 @@ class StoredJob {
   const JobRecord& record() const { return record_; }
   // Whether the job is finished and its spec left to the store (record().spec_yaml empty).
   bool spec_released() const { return spec_released_; }
-  // The job's spec: record().spec_yaml, or the store's copy once released.
-  [[nodiscard]] absl::StatusOr<std::string> Spec() const;
   const JobEventLog& events() const { return events_; }
 
   // Reads every stored event (at coordinator start).
