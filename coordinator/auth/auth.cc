@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "coordinator/auth/secrets.h"
@@ -69,13 +70,8 @@ absl::Status ApplyOption(absl::string_view field, Principal* principal) {
     }
     std::vector<std::string> names;
     for (absl::string_view pattern : absl::StrSplit(value, ',')) {
-      const bool valid =
-          !pattern.empty() && pattern.size() <= 64 &&
-          std::all_of(pattern.begin(), pattern.end(), [](char c) {
-            return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
-                   c == '-' || c == '*';
-          });
-      if (!valid) {
+      // A name as the USER field allows, with '*' standing for any run of its characters.
+      if (!IsValidPrincipalName(absl::StrReplaceAll(pattern, {{"*", "x"}}))) {
         return absl::InvalidArgumentError(absl::StrCat(
             "workers: '", pattern,
             "' is not a worker name or pattern (1 to 64 of [A-Za-z0-9._-], '*' for any run)"));
