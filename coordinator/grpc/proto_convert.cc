@@ -133,6 +133,7 @@ v1::Job ToProto(const JobView& job) {
   v1::Job out;
   const JobRecord& r = job.record;
   out.set_job_id(r.id);
+  out.set_job_uid(JobUid(r));
   out.set_owner(r.owner);
   out.mutable_spec()->set_config_yaml(r.spec_yaml);
   FillSpec(job.spec, out.mutable_spec());
