@@ -55,16 +55,16 @@ std::optional<Lease> ReadLease(int fd) {
   char text[512];
   const ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
   if (n <= 0) return std::nullopt;
-  const absl::string_view line = absl::string_view(text, static_cast<size_t>(n));
-  std::vector<absl::string_view> fields = absl::StrSplit(line.substr(0, line.find('\n')), ' ');
+  absl::string_view line(text, static_cast<size_t>(n));
+  line = line.substr(0, line.find('\n'));
+  std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
   Lease lease;
   if (fields.size() < 2 || fields[0] != "lease-until" ||
       !absl::SimpleAtoi(fields[1], &lease.until_ms)) {
     return std::nullopt;
   }
-  const absl::string_view rest = line.substr(0, line.find('\n'));
-  const size_t holder = rest.find(" pid ");
-  lease.holder = holder == absl::string_view::npos ? "unknown" : std::string(rest.substr(holder + 1));
+  const size_t holder = line.find(" pid ");
+  lease.holder = holder == absl::string_view::npos ? "unknown" : std::string(line.substr(holder + 1));
   return lease;
 }
 
@@ -145,8 +145,8 @@ absl::StatusOr<FolderLock> FolderLock::Acquire(const std::string& dir, milliseco
 }
 
 absl::Status FolderLock::StillHeld() const {
-  if (fd_ < 0) return absl::FailedPreconditionError("the folder lock was moved from");
-  if (!IsFileAt(fd_, path_)) {
+  if (fd_.get() < 0) return absl::FailedPreconditionError("the folder lock was moved from");
+  if (!IsFileAt(fd_.get(), path_)) {
     return absl::AbortedError(absl::StrCat(
         "lost the lock ", path_,
         ": another process broke it after this one's lease ran out (this process was stopped "
@@ -161,10 +161,9 @@ absl::Status FolderLock::StillHeld() const {
 }
 
 FolderLock::~FolderLock() {
-  if (fd_ < 0) return;
-  // Clear the lease so no waiter judges the next holder by it (that holder writes its own).
-  (void)::ftruncate(fd_, 0);
-  ::close(fd_);  // Releases the flock.
+  // Clear the lease so no waiter judges the next holder by it (that holder writes its own);
+  // fd_ then closes, which releases the flock.
+  if (fd_.get() >= 0) (void)::ftruncate(fd_.get(), 0);
 }
 
 }  // namespace deepnet::storage

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "storage/scoped_fd.h"
 
 namespace deepnet::storage {
 
@@ -42,10 +43,7 @@ class FolderLock {
   /// it. ABORTED saying which otherwise: the caller must not change the folder.
   [[nodiscard]] absl::Status StillHeld() const;
 
-  FolderLock(FolderLock&& other) noexcept
-      : fd_(other.fd_), path_(std::move(other.path_)), until_ms_(other.until_ms_) {
-    other.fd_ = -1;
-  }
+  FolderLock(FolderLock&&) = default;
   FolderLock& operator=(FolderLock&&) = delete;
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;
@@ -56,7 +54,7 @@ class FolderLock {
   FolderLock(int fd, std::string path, int64_t until_ms)
       : fd_(fd), path_(std::move(path)), until_ms_(until_ms) {}
 
-  int fd_ = -1;
+  ScopedFd fd_;
   std::string path_;
   int64_t until_ms_ = 0;
 };

@@ -1,7 +1,8 @@
 #pragma once
 
-// A file descriptor closed when it goes out of scope: the storage readers' (guarded_read.cc)
-// and the checkpoint reader's one owner of an open().
+// A file descriptor closed when it goes out of scope: the one owner of an open() for the
+// storage readers (guarded_read.cc), the checkpoint reader, the folder lock and the job store's
+// id mark. Movable; a moved-from one holds -1.
 
 #include <unistd.h>
 
@@ -13,6 +14,8 @@ class ScopedFd {
   ~ScopedFd() {
     if (fd_ >= 0) ::close(fd_);
   }
+  ScopedFd(ScopedFd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  ScopedFd& operator=(ScopedFd&&) = delete;
   ScopedFd(const ScopedFd&) = delete;
   ScopedFd& operator=(const ScopedFd&) = delete;
   int get() const { return fd_; }

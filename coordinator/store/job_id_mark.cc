@@ -14,7 +14,7 @@
 
 namespace deepnet::coordinator {
 
-absl::StatusOr<JobIdMark> JobIdMark::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<JobIdMark>> JobIdMark::Open(const std::string& path) {
   int64_t last = 0;
   absl::StatusOr<std::string> text = storage::ReadGuardedFile(path, 64);
   if (text.ok()) {
@@ -32,18 +32,14 @@ absl::StatusOr<JobIdMark> JobIdMark::Open(const std::string& path) {
   if (fd < 0) {
     return absl::InternalError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
-  return JobIdMark(fd, path, last);
-}
-
-JobIdMark::~JobIdMark() {
-  if (fd_ >= 0) ::close(fd_);
+  return std::make_unique<JobIdMark>(fd, path, last);
 }
 
 absl::Status JobIdMark::Record(int64_t number) {
   if (number <= last_) return absl::OkStatus();
   // Fixed width, in place: one small write per new job, never a file shorter than before.
   const std::string text = absl::StrFormat("%020d\n", number);
-  if (::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+  if (::pwrite(fd_.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
     return absl::InternalError(absl::StrCat("cannot record job number ", number, " in ", path_,
                                             ": ", std::strerror(errno)));
   }

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "storage/scoped_fd.h"
 
 namespace deepnet::coordinator {
 
@@ -21,26 +23,18 @@ class JobIdMark {
  public:
   /// Reads the mark at `path` (missing: 0). DATA_LOSS naming the file when it holds anything but
   /// a number (remove it only after checking the database's newest job).
-  [[nodiscard]] static absl::StatusOr<JobIdMark> Open(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobIdMark>> Open(const std::string& path);
 
   int64_t last() const { return last_; }
   /// Records `number` as handed out (when above the mark). INTERNAL naming the file on failure.
   [[nodiscard]] absl::Status Record(int64_t number);
 
-  JobIdMark(JobIdMark&& other) noexcept
-      : fd_(other.fd_), path_(std::move(other.path_)), last_(other.last_) {
-    other.fd_ = -1;
-  }
-  JobIdMark& operator=(JobIdMark&&) = delete;
-  JobIdMark(const JobIdMark&) = delete;
-  JobIdMark& operator=(const JobIdMark&) = delete;
-  ~JobIdMark();
-
- private:
+  // Use Open.
   JobIdMark(int fd, std::string path, int64_t last)
       : fd_(fd), path_(std::move(path)), last_(last) {}
 
-  int fd_ = -1;
+ private:
+  storage::ScopedFd fd_;
   std::string path_;
   int64_t last_ = 0;
 };

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "coordinator/store/job_id_mark.h"
 #include "storage/atomic_file.h"
 
 namespace deepnet::coordinator {
@@ -201,7 +202,7 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
     if (!statement.ok()) return statement.status();
     *slot = std::move(*statement);
   }
-  absl::StatusOr<JobIdMark> mark = JobIdMark::Open(options.path + ".last-job");
+  absl::StatusOr<std::unique_ptr<JobIdMark>> mark = JobIdMark::Open(options.path + ".last-job");
   if (!mark.ok()) return mark.status();
   return std::unique_ptr<SqliteJobStore>(new SqliteJobStore(
       std::move(*db), std::move(statements),
@@ -210,7 +211,8 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
 
 SqliteJobStore::SqliteJobStore(std::unique_ptr<SqliteDb> db,
                                std::unique_ptr<Statements> statements,
-                               std::function<int64_t()> now_ms, JobIdMark mark)
+                               std::function<int64_t()> now_ms,
+                               std::unique_ptr<JobIdMark> mark)
     : db_(std::move(db)),
       statements_(std::move(statements)),
       now_ms_(std::move(now_ms)),
@@ -336,9 +338,9 @@ absl::StatusOr<CreateResult> SqliteJobStore::Create(const JobRecord& request) {
     absl::StatusOr<bool> row = s.Step();
     if (!row.ok()) return row.status();
     // Never an id handed out before, also by this database before it was restored or replaced.
-    number = std::max(s.ColumnInt(0), mark_.last()) + 1;
+    number = std::max(s.ColumnInt(0), mark_->last()) + 1;
   }
-  if (absl::Status s = mark_.Record(number); !s.ok()) return s;
+  if (absl::Status s = mark_->Record(number); !s.ok()) return s;
   const JobRecord r = MakeNewJob(request, number, now_ms_());
   {
     SqliteStatement& s = *statements_->insert_job;

@@ -9,11 +9,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/store/job_id_mark.h"
 #include "coordinator/store/job_store.h"
 #include "coordinator/store/sqlite_db.h"
 
 namespace deepnet::coordinator {
+
+class JobIdMark;
 
 struct JobStoreOptions {
   // The SQLite database file; its directory must exist. Keep it on a local filesystem: WAL
@@ -69,7 +70,7 @@ class SqliteJobStore final : public JobStore {
   using Row = std::pair<int64_t, JobRecord>;
 
   SqliteJobStore(std::unique_ptr<SqliteDb> db, std::unique_ptr<Statements> statements,
-                 std::function<int64_t()> now_ms, JobIdMark mark);
+                 std::function<int64_t()> now_ms, std::unique_ptr<JobIdMark> mark);
 
   absl::StatusOr<Row> ReadRow(SqliteStatement& statement) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Row> FindById(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -89,7 +90,7 @@ class SqliteJobStore final : public JobStore {
   const std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(mu_);
   const std::function<int64_t()> now_ms_;
   // The newest job number ever handed out, also beyond this database (a restored backup).
-  JobIdMark mark_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<JobIdMark> mark_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace deepnet::coordinator
