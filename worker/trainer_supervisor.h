@@ -39,8 +39,9 @@ struct SupervisorOptions {
   std::string trainer_cwd;
   std::vector<SlotInfo> slots;
   // The daemon's environment (NAME=VALUE). The trainers get only the variables of it that
-  // InheritedByTrainers allows (cut once, when the supervisor is made) (an allow-list: locale, PATH, library paths and the knobs of
-  // CUDA, NCCL, Gloo, OpenMP, BLAS and LibTorch), then their own DEEPNET_* variables.
+  // InheritedByTrainers allows (an allow-list: locale, PATH, library paths and the knobs of
+  // CUDA, NCCL, Gloo, OpenMP, BLAS and LibTorch; cut once, when the supervisor is made), then
+  // their own DEEPNET_* variables.
   std::vector<std::string> base_env;
   // More names (NAME, or a prefix ending in '*') the trainers inherit (--trainer-env).
   std::vector<std::string> trainer_env;
