@@ -9,7 +9,7 @@
 # targets that link it.
 function(_deepnet_is_torch_item item out_var)
   set(result OFF)
-  set(names "deepnet_model|deepnet_comm|deepnet_checkpoint|deepnet_pipeline|deepnet_train|deepnet_cli|torch|torch_cpu|torch_cuda|torch_library|c10|c10_cuda")
+  set(names "deepnet_model|deepnet_profiling|deepnet_comm|deepnet_checkpoint|deepnet_pipeline|deepnet_train|deepnet_cli|torch|torch_cpu|torch_cuda|torch_library|c10|c10_cuda")
   if(item MATCHES "^(${names}|caffe2::.*|Caffe2::.*)$")
     set(result ON)
   elseif(item MATCHES "(^|/)lib(torch|torch_cpu|torch_cuda|c10|c10_cuda)\\.(so|a)")
