@@ -208,9 +208,12 @@ namespace {
 torch::Tensor ProjectConcatenated(const torch::Tensor& x,
                                   std::initializer_list<const torch::nn::Linear*> projections) {
   std::vector<torch::Tensor> weights, biases;
+  const bool several = projections.size() > 1;
   for (const torch::nn::Linear* p : projections) {
-    weights.push_back((*p)->weight);
-    biases.push_back((*p)->bias);
+    // Under autocast, the cached bf16 casts are concatenated (half the bytes, no cast of the
+    // concatenation on every forward).
+    weights.push_back(several ? AutocastWeight((*p)->weight) : (*p)->weight);
+    biases.push_back(several ? AutocastWeight((*p)->bias) : (*p)->bias);
   }
   return weights.size() == 1 ? kernels::Linear(x, weights[0], biases[0])
                              : kernels::Linear(x, torch::cat(weights), torch::cat(biases));
@@ -282,18 +285,20 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   torch::Tensor q, k, v;
   int64_t past = 0;
   if (static_kv && cache != nullptr && cache->key.defined()) {
-    q = project(query, {&q_proj})[0];
+    q = project(query, {&q_proj}).squeeze(0);
     k = cache->key;
     v = cache->value;
   } else {
+    // unbind, not qkv[i]: its backward stacks the three gradients into one buffer, where
+    // three selects would each zero-fill a full-size buffer and add them up.
     if (memory.is_same(query)) {  // Self-attention: one product for q, k and v.
-      torch::Tensor qkv = project(query, {&q_proj, &k_proj, &v_proj});
+      std::vector<torch::Tensor> qkv = project(query, {&q_proj, &k_proj, &v_proj}).unbind(0);
       q = qkv[0];
       k = qkv[1];
       v = qkv[2];
     } else {
-      q = project(query, {&q_proj})[0];
-      torch::Tensor kv = project(memory, {&k_proj, &v_proj});
+      q = project(query, {&q_proj}).squeeze(0);
+      std::vector<torch::Tensor> kv = project(memory, {&k_proj, &v_proj}).unbind(0);
       k = kv[0];
       v = kv[1];
     }

@@ -101,9 +101,41 @@ bool AutocastEnabled(c10::DeviceType device) { return Supported(device) && Enabl
 
 void ClearAutocastCache() { at::autocast::clear_cache(); }
 
+torch::Tensor AutocastWeight(const torch::Tensor& weight) {
+  const c10::DeviceType device = weight.device().type();
+  if (!weight.defined() || !AutocastEnabled(device)) return weight;
+  return at::autocast::cached_cast(Dtype(device), weight, device);
+}
+
 void AllowTf32(bool allow) {
   at::globalContext().setAllowTF32CuBLAS(allow);
   at::globalContext().setAllowTF32CuDNN(allow);
+}
+
+torch::Tensor ToStreamDtype(const torch::Tensor& x) {
+  if (!x.defined() || x.scalar_type() != torch::kFloat) return x;
+  const c10::DeviceType device = x.device().type();
+  if (!AutocastEnabled(device)) return x;
+  return x.to(Dtype(device));
+}
+
+torch::Tensor StreamLayerNorm(const torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+  const auto& o = norm->options;
+  if (x.scalar_type() == torch::kFloat) {  // What the module's forward runs.
+    return torch::layer_norm(x, o.normalized_shape(), norm->weight, norm->bias, o.eps());
+  }
+  // The casts first: autocast's cache is out of reach inside the guard below.
+  if (!x.is_cuda()) {
+    // LibTorch 1.13's CPU kernel keeps bf16 statistics in bf16: widen, as LayerNormFp32 does.
+    return LayerNormFp32(norm, x);
+  }
+  // CUDA's kernel accumulates bf16 and half in fp32 (acc_type): no fp32 copy of the stream.
+  // The casts first: autocast's cache is out of reach inside the guard below.
+  const bool affine = o.elementwise_affine();
+  const torch::Tensor weight = affine ? AutocastWeight(norm->weight).to(x.scalar_type()) : torch::Tensor();
+  const torch::Tensor bias = affine ? AutocastWeight(norm->bias).to(x.scalar_type()) : torch::Tensor();
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  return torch::layer_norm(x, o.normalized_shape(), weight, bias, o.eps());
 }
 
 torch::Tensor LayerNormFp32(const torch::nn::LayerNorm& norm, const torch::Tensor& x) {

@@ -46,6 +46,26 @@ bool AutocastEnabled(c10::DeviceType device);
 /// a checkpoint) and after passes without autograd (their casts carry no graph).
 void ClearAutocastCache();
 
+/// `weight` as autocast would give it to a matrix product on this thread: under autocast for
+/// its device, its cast to the autocast dtype, taken from (and kept in) autocast's cache of
+/// weight casts when `weight` is a parameter (an fp32 leaf that requires grad); otherwise
+/// `weight` itself. For weights that are combined before the product (q/k/v concatenated):
+/// the combination then takes the cached casts instead of recasting its own result each time.
+torch::Tensor AutocastWeight(const torch::Tensor& weight);
+
+/// The residual stream under autocast: `x` cast to the autocast dtype when autocast is on for
+/// its device and `x` is fp32; otherwise `x`. The embeddings and the tensors a pipeline stage
+/// receives enter the stream through it, so that the stream (and every activation the layers
+/// keep for backward) is bf16, not re-cast by each sub-layer's first matrix product.
+torch::Tensor ToStreamDtype(const torch::Tensor& x);
+
+/// `norm` over the residual stream: for an fp32 `x` the module itself (autocast runs it in
+/// fp32); for a bf16 (half) `x` a result in `x`'s dtype with fp32 statistics. On CUDA that is
+/// LayerNorm on `x` itself with the autocast casts of its weight and bias (the kernel
+/// accumulates in fp32); on the CPU, whose LibTorch 1.13 kernel keeps bf16 statistics in bf16,
+/// LayerNormFp32.
+torch::Tensor StreamLayerNorm(const torch::nn::LayerNorm& norm, const torch::Tensor& x);
+
 /// TF32 for fp32 matrix products and cuDNN convolutions (process-wide; CUDA only, a no-op for
 /// CPU work).
 void AllowTf32(bool allow);

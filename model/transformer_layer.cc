@@ -1,5 +1,6 @@
 #include "model/transformer_layer.h"
 
+#include <ATen/ops/native_dropout.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
 
@@ -14,9 +15,11 @@ namespace {
 // torch::nn::functional::dropout does. The keep mask comes from uniform_() (one 32-bit draw per
 // element) rather than bernoulli_(1 - p), which on CPU builds without MKL draws a 64-bit double
 // per element and took twice as long: 14 % of a training step at d=64 (docs/PERFORMANCE.md).
+// Off the CPU, ATen's native_dropout: one kernel forward and one backward, with a bool mask.
 torch::Tensor Dropout(const torch::Tensor& x, double p, bool training) {
   if (p <= 0.0 || !training) return x;
   if (p >= 1.0) return x * 0.0;
+  if (!x.device().is_cpu()) return std::get<0>(at::native_dropout(x, p, /*train=*/true));
   torch::Tensor mask = torch::empty_like(x, torch::MemoryFormat::Contiguous);
   {
     torch::NoGradGuard no_grad;
