@@ -60,13 +60,6 @@ int64_t DecoderLayerActivations(const DeepNetConfig& c, int64_t seq) {
   return Add(Add(Mul(20, d), Mul(2, f)), Mul(4, h, seq));
 }
 
-// Elements per token and layer of the residual stream that stay fp32 under autocast: the sum
-// into each sublayer's LayerNorm and the residual kept beside it, 2d per sublayer.
-int64_t ResidualElements(const DeepNetConfig& c, bool decoder) {
-  const int64_t sublayers = decoder && c.encoder_layers() > 0 ? 3 : 2;
-  return Mul(2 * sublayers, c.d_model());
-}
-
 struct Slice {
   int64_t enc_begin = 0, enc_end = 0, dec_begin = 0, dec_end = 0;
   bool has_enc() const { return enc_end > enc_begin; }
@@ -146,30 +139,19 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
   int64_t embeddings = 0;
   if (s.has_enc() && s.enc_begin == 0) embeddings = Add(embeddings, Mul(2, d));
   if (s.has_dec() && s.dec_begin == 0) embeddings = Add(embeddings, Mul(2, d));
-  // The fp32 residual stream below fp32: 4 - b more bytes per residual element.
-  const auto residual_extra = [&](int64_t enc, int64_t dec) {
-    if (!low) return int64_t{0};
-    return Mul(
-        Mul(Add(Mul(enc, ResidualElements(c, false)), Mul(dec, ResidualElements(c, true))), t),
-        4 - b);
-  };
   int64_t per_micro_batch = 0;
   int64_t recompute_bytes = 0;  // One layer's activations, rebuilt in backward.
   if (layout.recompute_layers && out.layers > 0) {
-    // Each layer's input and the encoder output decoder layers share (d per token each, fp32:
-    // the residual stream), and the embeddings.
+    // Each layer's input and the encoder output decoder layers share (d per token each, in
+    // the residual stream's dtype: b bytes, model::ToStreamDtype), and the embeddings.
     const int64_t inputs = Add(Mul(out.layers, d), s.has_dec() && n > 0 ? d : 0);
-    per_micro_batch = Add(Mul(Mul(inputs, t), 4), Mul(Mul(embeddings, t), b));
-    const int64_t enc_one =
-        s.has_enc() ? Add(Mul(Mul(EncoderLayerActivations(c, seq), t), b), residual_extra(1, 0))
-                    : 0;
-    const int64_t dec_one =
-        s.has_dec() ? Add(Mul(Mul(DecoderLayerActivations(c, seq), t), b), residual_extra(0, 1))
-                    : 0;
+    per_micro_batch = Mul(Mul(Add(inputs, embeddings), t), b);
+    const int64_t enc_one = s.has_enc() ? Mul(Mul(EncoderLayerActivations(c, seq), t), b) : 0;
+    const int64_t dec_one = s.has_dec() ? Mul(Mul(DecoderLayerActivations(c, seq), t), b) : 0;
     recompute_bytes = std::max(enc_one, dec_one);
   } else {
-    per_micro_batch =
-        Add(Mul(Mul(Add(elements, embeddings), t), b), residual_extra(enc_layers, dec_layers));
+    // Below fp32 the residual stream is in the compute dtype too (model::ToStreamDtype).
+    per_micro_batch = Mul(Mul(Add(elements, embeddings), t), b);
   }
   const bool owns_output = m > 0 ? s.has_dec() && s.dec_end == m : s.has_enc() && s.enc_end == n;
   // Logits, their log-softmax and their gradient, in fp32 (the loss is computed in fp32).

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "model/precision.h"
+
 namespace deepnet::model {
 
 void DecoderState::Reorder(const torch::Tensor& index) {
@@ -141,6 +143,7 @@ torch::Tensor DeepNetImpl::Embed(torch::nn::Embedding& table, const torch::Tenso
   } else {
     x = x + positions_.narrow(0, start_position, len).unsqueeze(0);
   }
+  x = ToStreamDtype(x);  // bf16 from here on under autocast (model/precision.h).
   if (config_.dropout() > 0.0 && is_training()) {
     x = torch::nn::functional::dropout(
         x, torch::nn::functional::DropoutFuncOptions().p(config_.dropout()).training(true));
@@ -182,7 +185,7 @@ torch::Tensor DeepNetImpl::run_decoder_layers(torch::Tensor x, const EncoderOutp
 }
 
 torch::Tensor DeepNetImpl::finish_encoder(const torch::Tensor& x) {
-  return encoder_ && encoder_->layer_norm ? encoder_->layer_norm(x) : x;
+  return encoder_ && encoder_->layer_norm ? StreamLayerNorm(encoder_->layer_norm, x) : x;
 }
 
 torch::Tensor DeepNetImpl::run_decoder_layers(torch::Tensor x, const EncoderOutput& encoder,
@@ -200,7 +203,7 @@ torch::Tensor DeepNetImpl::run_decoder_layers(torch::Tensor x, const EncoderOutp
 }
 
 torch::Tensor DeepNetImpl::finish_decoder(const torch::Tensor& x) {
-  return decoder_ && decoder_->layer_norm ? decoder_->layer_norm(x) : x;
+  return decoder_ && decoder_->layer_norm ? StreamLayerNorm(decoder_->layer_norm, x) : x;
 }
 
 EncoderOutput DeepNetImpl::encode(const torch::Tensor& src_tokens) {

@@ -7,7 +7,7 @@
 namespace deepnet::model {
 
 LossOutput LabelSmoothedCrossEntropy(const torch::Tensor& logits, const torch::Tensor& target,
-                                     double epsilon, int64_t pad_id) {
+                                     double epsilon, int64_t pad_id, int64_t known_tokens) {
   TORCH_CHECK(epsilon >= 0.0 && epsilon < 1.0, "label smoothing must be in [0, 1), got ", epsilon);
   const int64_t vocab = logits.size(-1);
   TORCH_CHECK(logits.numel() / vocab == target.numel(), "logits ", logits.sizes(),
@@ -19,7 +19,7 @@ LossOutput LabelSmoothedCrossEntropy(const torch::Tensor& logits, const torch::T
   auto keep = flat_target.ne(pad_id);
   auto nll = -lprobs.gather(1, flat_target).masked_fill(~keep, 0.0).sum();
   LossOutput out;
-  out.tokens = keep.sum().item<int64_t>();
+  out.tokens = known_tokens >= 0 ? known_tokens : keep.sum().item<int64_t>();
   if (epsilon > 0.0) {
     auto smooth = -lprobs.sum(-1, /*keepdim=*/true).masked_fill(~keep, 0.0).sum();
     const double eps_i = vocab > 1 ? epsilon / static_cast<double>(vocab - 1) : 0.0;

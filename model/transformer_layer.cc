@@ -99,7 +99,7 @@ torch::Tensor TransformerLayerBase::Residual(const torch::Tensor& x, torch::nn::
   const auto& o = layer_options_;
   if (o.pre_norm()) {
     if (ln_input_recorder_ != nullptr) ln_input_recorder_->Add(x);
-    return x + Dropout(g(norm(x)), o.dropout(), training);
+    return x + Dropout(g(StreamLayerNorm(norm, x)), o.dropout(), training);
   }
   // DeepNorm, arXiv:2203.00555 §III-A: x_{l+1} = LN(alpha * x_l + G_l(x_l)).
   if (kernels::UseFusedKernels(x) && ln_input_recorder_ == nullptr) {
@@ -110,7 +110,7 @@ torch::Tensor TransformerLayerBase::Residual(const torch::Tensor& x, torch::nn::
   torch::Tensor sum =
       o.residual_alpha() == 1.0 ? x + branch : torch::add(branch, x, o.residual_alpha());
   if (ln_input_recorder_ != nullptr) ln_input_recorder_->Add(sum);
-  return norm(sum);
+  return StreamLayerNorm(norm, sum);
 }
 
 torch::Tensor TransformerLayerBase::FeedForward(const torch::Tensor& x, torch::nn::Linear& fc1,

@@ -93,7 +93,17 @@ class RecomputedLayerBackward : public torch::autograd::Node {
       const GeneratorStates now = GeneratorStates::Capture(device);
       generators_.Restore();
       torch::AutoGradMode grad_mode(true);
-      out = layer_(leaves);
+      // Backward may run on an autograd device thread (CUDA), whose autocast cache nothing
+      // clears between steps: weight casts made here must not outlive this call.
+      const bool cache = at::autocast::is_autocast_cache_enabled();
+      at::autocast::set_autocast_cache_enabled(false);
+      try {
+        out = layer_(leaves);
+      } catch (...) {
+        at::autocast::set_autocast_cache_enabled(cache);
+        throw;
+      }
+      at::autocast::set_autocast_cache_enabled(cache);
       now.Restore();
     }
     if (!out.requires_grad()) return result;

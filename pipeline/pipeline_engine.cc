@@ -278,6 +278,12 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
 
   flat_->ZeroGrad();
   model_->train();
+  // Weight casts are shared by the step's micro-batches until the step's end (any return).
+  struct StepBounds {
+    StageCompute* compute;
+    explicit StepBounds(StageCompute* c) : compute(c) { compute->BeginStep(); }
+    ~StepBounds() { compute->EndStep(); }
+  } step_bounds(compute_.get());
   std::map<int, std::vector<torch::Tensor>> inputs, outputs, out_grads, in_grads;
   LossSums sums;
   auto launch_buckets = [&](int segment) {

@@ -35,6 +35,16 @@ StageCompute::StageCompute(model::DeepNetImpl* model, int64_t segments, double l
   }
 }
 
+void StageCompute::BeginStep() {
+  if (bf16_autocast_) model::ClearAutocastCache();
+  in_step_ = true;
+}
+
+void StageCompute::EndStep() {
+  if (bf16_autocast_) model::ClearAutocastCache();
+  in_step_ = false;
+}
+
 int StageCompute::SegmentOfLayer(int64_t layer) const {
   for (size_t k = 0; k < segments_.size(); ++k) {
     if (layer < segments_[k].end) return static_cast<int>(k);
@@ -70,15 +80,21 @@ std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const Mi
               " input tensors, got ", inputs.size());
   model::EncoderOutput enc;
   torch::Tensor enc_hidden, dec_hidden;
-  if (n > 0) enc.padding_mask = model_->padding_mask(batch.src);
-  // Unpack the boundary before seg.begin (see BoundaryShapes).
+  // A batch without padding (every row full: the builder's count says so) has no mask, so
+  // that attention takes its unmasked (flash) kernels.
+  if (n > 0 && batch.src_tokens != batch.src.numel()) {
+    enc.padding_mask = model_->padding_mask(batch.src);
+  }
+  // Unpack the boundary before seg.begin (see BoundaryShapes). Received tensors join the
+  // residual stream in its dtype (bf16 under autocast: model::ToStreamDtype).
+  const auto input = [&](size_t i) { return model::ToStreamDtype(inputs[i]); };
   if (seg.begin < n) {
-    enc_hidden = seg.begin == 0 ? model_->embed_source(batch.src) : inputs[0];
+    enc_hidden = seg.begin == 0 ? model_->embed_source(batch.src) : input(0);
   } else if (n > 0) {
-    enc.out = inputs[0];
-    if (seg.begin > n) dec_hidden = inputs[1];
+    enc.out = input(0);
+    if (seg.begin > n) dec_hidden = input(1);
   } else if (seg.begin > 0) {
-    dec_hidden = inputs[0];
+    dec_hidden = input(0);
   }
   // Layer by layer through RunRecomputed with recomputation (a plain call without autograd).
   const bool recompute = recompute_layers_ && torch::GradMode::is_enabled();
@@ -125,8 +141,10 @@ std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const Mi
   // Last layer of the model: logits and the loss.
   torch::Tensor hidden = m > 0 ? dec_hidden : enc.out;
   if (final_hidden != nullptr) *final_hidden = hidden;
+  // The batch builder counted the targets (a count here would wait for the device).
   auto out = model::LabelSmoothedCrossEntropy(model_->output_logits(hidden), batch.tgt_out,
-                                              label_smoothing_, c.pad_id());
+                                              label_smoothing_, c.pad_id(),
+                                              batch.tgt_tokens > 0 ? batch.tgt_tokens : -1);
   if (sums != nullptr) sums->Add(out.loss, out.nll, out.tokens);
   return {out.loss * loss_scale};
 }
@@ -137,15 +155,16 @@ std::vector<torch::Tensor> StageCompute::Forward(int micro_batch, const MicroBat
                                                  torch::Tensor* final_hidden) {
   const bool grad = torch::GradMode::is_enabled();
   // Autocast caches one bf16 cast per parameter on this thread. Parameters change only between
-  // steps, when no micro-batch is live: drop the casts then. Casts made without autograd carry
-  // no graph, so a forward-only pass drops them before and after.
+  // steps: between BeginStep (which drops the casts) and EndStep every micro-batch reuses them;
+  // outside a step they are dropped whenever no micro-batch is live. Casts made without
+  // autograd carry no graph, so a forward-only pass drops them before and after.
   struct CacheReset {
     bool on;
     ~CacheReset() {
       if (on) model::ClearAutocastCache();
     }
   } reset_after{bf16_autocast_ && !grad};
-  if (bf16_autocast_ && (!grad || live_.empty())) model::ClearAutocastCache();
+  if (bf16_autocast_ && (!grad || (!in_step_ && live_.empty()))) model::ClearAutocastCache();
   model::Bf16AutocastScope autocast(autocast_device_, bf16_autocast_);
   std::vector<SegmentContext> contexts;
   std::vector<torch::Tensor> current = inputs;

@@ -82,6 +82,13 @@ class StageCompute {
   }
   bool bf16_autocast() const { return bf16_autocast_; }
 
+  // The training step's bounds: parameters do not change in between, so every micro-batch's
+  // forward reuses autocast's weight casts (one cast per parameter per step, not one per
+  // micro-batch). Call EndStep before the parameters change (the optimizer step). Without
+  // them the casts are dropped whenever no micro-batch is live.
+  void BeginStep();
+  void EndStep();
+
   int num_segments() const { return static_cast<int>(segments_.size()); }
   // Segment holding global layer index `layer` (order [encoder..., decoder...]) of this slice.
   int SegmentOfLayer(int64_t layer) const;
@@ -111,6 +118,7 @@ class StageCompute {
   std::vector<Segment> segments_;
   std::map<int, std::vector<SegmentContext>> live_;  // micro-batch -> [segment]
   bool bf16_autocast_ = false;
+  bool in_step_ = false;  // Between BeginStep and EndStep.
   c10::DeviceType autocast_device_ = c10::DeviceType::CPU;
 };
 

@@ -23,6 +23,7 @@
 #include "checkpoint/checkpoint.h"
 #include "comm/staged_communicator.h"
 #include "job/job_config.h"
+#include "model/precision.h"
 #include "tests/comm/cpu_only_communicator.h"
 #include "tests/integration/child_process.h"
 #include "tests/temp_dir.h"
@@ -239,6 +240,28 @@ TEST(GpuTest, ResumeOnGpuIsBitIdentical) {
 }
 
 // A bf16 run learns, reports its GPU memory, and stays near the fp32 loss curve.
+// The residual stream's LayerNorm on CUDA runs the native kernel on bf16 input: its statistics
+// must accumulate in fp32. Rows 256, 258, ... (exact in bf16, mean 257, variance 1) normalise
+// to -1, +1; statistics held in bf16 would put every element 1 off.
+TEST(GpuTest, StreamLayerNormKeepsFp32StatisticsOnCuda) {
+  SKIP_WITHOUT_CUDA();
+  const torch::Device cuda(torch::kCUDA, 0);
+  const int64_t d = 512;
+  torch::Tensor row = 256 + 2 * (torch::arange(d) % 2).to(torch::kFloat);
+  torch::Tensor x = row.repeat({3, 1}).to(torch::kBFloat16).to(cuda);
+  torch::Tensor expected = (2 * (torch::arange(d) % 2) - 1).to(torch::kFloat).repeat({3, 1});
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({d}));
+  norm->to(cuda);
+  for (bool autocast : {false, true}) {
+    model::Bf16AutocastScope scope(c10::DeviceType::CUDA, autocast);
+    torch::Tensor y = model::StreamLayerNorm(norm, x);
+    EXPECT_EQ(y.scalar_type(), torch::kBFloat16) << "autocast " << autocast;
+    EXPECT_LE((y.to(torch::kFloat).cpu() - expected).abs().max().item<double>(), 1e-2)
+        << "autocast " << autocast;
+    model::ClearAutocastCache();
+  }
+}
+
 TEST(GpuTest, Bf16TrainingStepsTrackFp32) {
   SKIP_WITHOUT_CUDA();
   TempDir a, b;

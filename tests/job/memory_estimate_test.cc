@@ -88,10 +88,9 @@ TEST(MemoryEstimateTest, LowerPrecisionKeepsAnFp32MasterCopy) {
     EXPECT_EQ(s.parameter_bytes, 3088 * (4 + 2)) << ToString(p);  // fp32 master + 2-byte cast
     EXPECT_EQ(s.gradient_bytes, 3088 * 4);                        // fp32
     EXPECT_EQ(s.optimizer_bytes, 3088 * 8);                       // two fp32 moments
-    // 768 elements per token at 2 bytes, plus 2 more bytes for the fp32 residual stream (2d
-    // per sublayer: encoder 2 x 4d, decoder 2 x 6d = 160 per token), plus the fp32 logits.
-    EXPECT_EQ(s.activation_bytes_per_micro_batch, 768 * 4 * 2 + 160 * 4 * 2 + 480);
-    EXPECT_EQ(s.total_bytes, 18528 + 12352 + 24704 + 1024 + 7904);
+    // 768 elements per token at 2 bytes (the residual stream too), plus the fp32 logits.
+    EXPECT_EQ(s.activation_bytes_per_micro_batch, 768 * 4 * 2 + 480);
+    EXPECT_EQ(s.total_bytes, 18528 + 12352 + 24704 + 1024 + 6624);
   }
 }
 
@@ -191,13 +190,12 @@ TEST(MemoryEstimateTest, LayerRecomputationKeepsLayerInputsAndOneLayer) {
   EXPECT_EQ(s.activation_bytes, 2 * 1632 + 3584);
   EXPECT_LT(s.activation_bytes,
             EstimateMemory(Small(), Layout(1, 2, true)).largest.activation_bytes);
-  // bf16: the kept inputs are the fp32 residual stream (40 x 4 tokens x 4 bytes), the embeddings
-  // bf16 (32 x 4 x 2), logits 480; the rebuilt decoder layer 224 x 4 x 2 plus its fp32 residual
-  // elements 6d = 48 x 4 x (4 - 2).
+  // bf16: the kept inputs, the bf16 residual stream (40 x 4 tokens x 2 bytes), the embeddings
+  // (32 x 4 x 2), logits 480; the rebuilt decoder layer 224 x 4 x 2.
   layout.precision = Precision::kBf16;
   const StageMemory low = EstimateMemory(Small(), layout).largest;
-  EXPECT_EQ(low.activation_bytes_per_micro_batch, 640 + 256 + 480);
-  EXPECT_EQ(low.activation_bytes, 2 * 1376 + 1792 + 384);
+  EXPECT_EQ(low.activation_bytes_per_micro_batch, 320 + 256 + 480);
+  EXPECT_EQ(low.activation_bytes, 2 * 1056 + 1792);
   JobConfig job;
   EXPECT_FALSE(LayoutOf(job).recompute_layers);
   job.runtime.recompute = Recompute::kLayer;

@@ -89,6 +89,61 @@ TEST(PrecisionTest, LayerNormStatisticsAreFp32ForBf16Inputs) {
   }
 }
 
+// The residual stream's LayerNorm keeps a bf16 input bf16 with fp32 statistics (the same
+// +-1 rows), and runs an fp32 input as the module does. (On CUDA, where it takes the native
+// bf16 kernel, GpuTest.StreamLayerNormKeepsFp32StatisticsOnCuda checks the same rows.)
+TEST(PrecisionTest, StreamLayerNormKeepsBf16WithFp32Statistics) {
+  const int64_t d = 512;
+  torch::Tensor row = 256 + 2 * (torch::arange(d) % 2).to(torch::kFloat);
+  torch::Tensor x = row.repeat({3, 1}).to(torch::kBFloat16);
+  torch::Tensor expected = (2 * (torch::arange(d) % 2) - 1).to(torch::kFloat).repeat({3, 1});
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({d}));
+  for (bool autocast : {false, true}) {
+    Bf16AutocastScope scope(kCpu, autocast);
+    torch::Tensor y = StreamLayerNorm(norm, x);
+    EXPECT_EQ(y.scalar_type(), torch::kBFloat16) << "autocast " << autocast;
+    EXPECT_LE((y.to(torch::kFloat) - expected).abs().max().item<double>(), 1e-2)
+        << "autocast " << autocast;
+    ClearAutocastCache();
+  }
+  torch::Tensor f = torch::randn({2, d});
+  EXPECT_TRUE(torch::equal(StreamLayerNorm(norm, f), norm->forward(f)));  // the module itself
+}
+
+// Under bf16 autocast the residual stream is bf16 from the embeddings on (no fp32 copy for each
+// sub-layer to re-cast); without autocast, and for fp32 tensors outside it, nothing changes.
+TEST(PrecisionTest, TheResidualStreamIsBf16UnderAutocast) {
+  torch::Tensor f = torch::randn({2, 3});
+  EXPECT_TRUE(ToStreamDtype(f).is_same(f));
+  {
+    Bf16AutocastScope scope(kCpu, true);
+    EXPECT_EQ(ToStreamDtype(f).scalar_type(), torch::kBFloat16);
+    torch::Tensor b = f.to(torch::kBFloat16);
+    EXPECT_TRUE(ToStreamDtype(b).is_same(b));
+  }
+  DeepNet model(DeepNetConfig()
+                    .encoder_layers(2)
+                    .decoder_layers(2)
+                    .d_model(32)
+                    .heads(4)
+                    .ffn_dim(64)
+                    .vocab_size(50)
+                    .max_positions(32));
+  InitializeParameters(*model, 3);
+  model->train();
+  torch::Tensor src = torch::randint(4, 50, {2, 5}, torch::kLong);
+  for (bool bf16 : {false, true}) {
+    Bf16AutocastScope scope(kCpu, bf16);
+    const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+    torch::Tensor h = model->embed_source(src);
+    EXPECT_EQ(h.scalar_type(), dtype);
+    h = model->run_encoder_layers(h, model->padding_mask(src));
+    EXPECT_EQ(h.scalar_type(), dtype);
+    EXPECT_EQ(model->finish_encoder(h).scalar_type(), dtype);
+    ClearAutocastCache();
+  }
+}
+
 DeepNetConfig SmallDeepNorm() {
   return DeepNetConfig()
       .encoder_layers(2)
