@@ -1,10 +1,18 @@
 #include "pipeline/adamw.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+#include <ATen/ops/_fused_adamw.h>
+#define DEEPNET_HAVE_FUSED_ADAMW 1
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,6 +23,10 @@ namespace {
 // parameters, gradients, moments and denominator (128 KiB each) stay in L2 between its passes.
 constexpr int64_t kStepChunk = 32 * 1024;
 
+// StepWithAtenOps works in chunks of this many elements (64 MiB of fp32 scratch): large enough
+// that a chunk's kernels run long next to their launch, small next to the parameters.
+constexpr int64_t kAtenChunk = 16 * 1024 * 1024;
+
 // Scalars of one update, in the precision the per-element arithmetic uses (as ATen's
 // element-wise ops on float tensors cast their scalar arguments to float).
 struct UpdateScalars {
@@ -24,6 +36,7 @@ struct UpdateScalars {
   float sqrt_bias2;    // sqrt(1 - beta2^t)
   float eps;
   float step;          // -lr / (1 - beta1^t)
+  float grad;          // the gradient's multiplier (clipping), 1 when not clipped
 };
 
 // Elements [begin, end) of the flat buffers: the arithmetic of the whole-buffer ops
@@ -39,7 +52,7 @@ void UpdateChunk(const UpdateScalars s, int64_t begin, int64_t end, float* __res
   // Locals, so that the compiler need not reload them after each store through p, m or v.
   const float decay = s.decay, beta1 = s.beta1, one_minus_beta1 = s.one_minus_beta1;
   const float beta2 = s.beta2, one_minus_beta2 = s.one_minus_beta2;
-  const float sqrt_bias2 = s.sqrt_bias2, eps = s.eps, step = s.step;
+  const float sqrt_bias2 = s.sqrt_bias2, eps = s.eps, step = s.step, grad = s.grad;
   const int64_t n = end - begin;
   p += begin;
   g += begin;
@@ -49,9 +62,18 @@ void UpdateChunk(const UpdateScalars s, int64_t begin, int64_t end, float* __res
     decay_mask += begin;
     for (int64_t i = 0; i < n; ++i) p[i] = p[i] + decay * p[i] * decay_mask[i];
   }
-  for (int64_t i = 0; i < n; ++i) {
-    m[i] = m[i] * beta1 + one_minus_beta1 * g[i];
-    v[i] = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];
+  if (grad == 1.0f) {
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = m[i] * beta1 + one_minus_beta1 * g[i];
+      v[i] = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];
+    }
+  } else {
+    // The clipped gradient, rounded once as grads.mul_(grad) would round it.
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i] * grad;
+      m[i] = m[i] * beta1 + one_minus_beta1 * gi;
+      v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;
+    }
   }
   torch::Tensor denom_tensor = denom_scratch.narrow(0, 0, n);
   torch::sqrt_out(denom_tensor, v_flat.narrow(0, begin, n));
@@ -69,7 +91,8 @@ AdamW::AdamW(FlatParameters* params, const AdamWOptions& options)
   exp_avg_sq_ = torch::zeros_like(params_->values());
 }
 
-void AdamW::Step(double lr) {
+void AdamW::StepWithAtenOps(double lr, double grad_multiplier) {
+  RECORD_USER_SCOPE("deepnet::optimizer");
   torch::NoGradGuard no_grad;
   ++step_count_;
   const double b1 = options_.beta1, b2 = options_.beta2;
@@ -79,15 +102,63 @@ void AdamW::Step(double lr) {
   const torch::Tensor& grads = params_->grads();
   const bool decay = options_.weight_decay > 0.0;
   const int64_t total = values.numel();
+  if (!denom_scratch_.defined()) {
+    denom_scratch_ = torch::empty({std::min(kAtenChunk, std::max<int64_t>(1, total))},
+                                  exp_avg_sq_.options());
+  }
+  for (int64_t begin = 0; begin < total; begin += kAtenChunk) {
+    const int64_t n = std::min(kAtenChunk, total - begin);
+    torch::Tensor p = values.narrow(0, begin, n), g = grads.narrow(0, begin, n);
+    torch::Tensor m = exp_avg_.narrow(0, begin, n), v = exp_avg_sq_.narrow(0, begin, n);
+    torch::Tensor denom = denom_scratch_.narrow(0, 0, n);
+    if (grad_multiplier != 1.0) g.mul_(grad_multiplier);
+    if (decay) p.addcmul_(p, params_->decay_mask().narrow(0, begin, n), -lr * options_.weight_decay);
+    m.mul_(b1).add_(g, 1.0 - b1);
+    v.mul_(b2).addcmul_(g, g, 1.0 - b2);
+    torch::sqrt_out(denom, v).div_(std::sqrt(bias2)).add_(options_.eps);
+    p.addcdiv_(m, denom, -lr / bias1);
+  }
+}
+
+void AdamW::Step(double lr, double grad_multiplier) {
+  torch::Tensor& values = params_->values();
+  const torch::Tensor& grads = params_->grads();
   if (!values.device().is_cpu() || !values.is_contiguous() || !grads.is_contiguous()) {
-    // The same update as whole-buffer ATen ops (any device).
-    if (decay) values.addcmul_(values, params_->decay_mask(), -lr * options_.weight_decay);
-    exp_avg_.mul_(b1).add_(grads, 1.0 - b1);
-    exp_avg_sq_.mul_(b2).addcmul_(grads, grads, 1.0 - b2);
-    torch::Tensor denom = exp_avg_sq_.sqrt().div_(std::sqrt(bias2)).add_(options_.eps);
-    values.addcdiv_(exp_avg_, denom, -lr / bias1);
+#ifdef DEEPNET_HAVE_FUSED_ADAMW
+    if (values.is_cuda() && values.scalar_type() == torch::kFloat &&
+        grads.scalar_type() == torch::kFloat) {
+      RECORD_USER_SCOPE("deepnet::optimizer");
+      torch::NoGradGuard no_grad;
+      ++step_count_;
+      // The decay mask first (the fused kernel would decay every element), then moments and
+      // update in one kernel, with the step count it reads from the device.
+      if (options_.weight_decay > 0.0) {
+        values.addcmul_(values, params_->decay_mask(), -lr * options_.weight_decay);
+      }
+      if (!step_tensor_.defined()) step_tensor_ = torch::zeros({}, values.options());
+      step_tensor_.fill_(static_cast<double>(step_count_));
+      // The kernel divides the gradients by grad_scale (AMP's unscaling): the clipping.
+      std::optional<torch::Tensor> grad_scale;
+      if (grad_multiplier != 1.0) {
+        grad_scale = torch::full({}, 1.0 / grad_multiplier, values.options());
+      }
+      at::_fused_adamw_({values}, {grads}, {exp_avg_}, {exp_avg_sq_}, {}, {step_tensor_}, lr,
+                        options_.beta1, options_.beta2, /*weight_decay=*/0.0, options_.eps,
+                        /*amsgrad=*/false, /*maximize=*/false, grad_scale);
+      return;
+    }
+#endif
+    StepWithAtenOps(lr, grad_multiplier);
     return;
   }
+  RECORD_USER_SCOPE("deepnet::optimizer");
+  torch::NoGradGuard no_grad;
+  ++step_count_;
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  const double bias1 = 1.0 - std::pow(b1, static_cast<double>(step_count_));
+  const double bias2 = 1.0 - std::pow(b2, static_cast<double>(step_count_));
+  const bool decay = options_.weight_decay > 0.0;
+  const int64_t total = values.numel();
   const UpdateScalars s{static_cast<float>(-lr * options_.weight_decay),
                         static_cast<float>(b1),
                         static_cast<float>(1.0 - b1),
@@ -95,7 +166,8 @@ void AdamW::Step(double lr) {
                         static_cast<float>(1.0 - b2),
                         static_cast<float>(std::sqrt(bias2)),
                         static_cast<float>(options_.eps),
-                        static_cast<float>(-lr / bias1)};
+                        static_cast<float>(-lr / bias1),
+                        static_cast<float>(grad_multiplier)};
   float* p = values.data_ptr<float>();
   const float* g = grads.data_ptr<float>();
   float* m = exp_avg_.data_ptr<float>();

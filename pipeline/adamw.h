@@ -25,8 +25,18 @@ class AdamW {
  public:
   AdamW(FlatParameters* params, const AdamWOptions& options);
 
-  // One update with learning rate `lr` from the gradients in params->grads().
-  void Step(double lr);
+  // One update with learning rate `lr` from the gradients in params->grads(), each multiplied
+  // by `grad_multiplier` first (gradient clipping's coefficient: the update reads the clipped
+  // gradient without a pass that writes it). On the CPU a cache-blocked kernel; on CUDA with
+  // LibTorch >= 2.2 ATen's fused AdamW (one kernel for the moments and the update, after one
+  // for the decay mask); elsewhere StepWithAtenOps. The gradients may be left scaled or not.
+  void Step(double lr, double grad_multiplier = 1.0);
+
+  // The same update as element-wise ATen ops on any device, chunk by chunk, the denominators
+  // in a scratch buffer of one chunk kept between steps (no temporary the size of the
+  // parameters). Step() takes it off the CPU when no fused kernel applies; public so that tests
+  // hold it to the CPU kernel. A multiplier other than 1 scales the gradients in place.
+  void StepWithAtenOps(double lr, double grad_multiplier = 1.0);
 
   int64_t step_count() const { return step_count_; }
   const torch::Tensor& exp_avg() const { return exp_avg_; }
@@ -44,6 +54,8 @@ class AdamW {
   int64_t step_count_ = 0;
   torch::Tensor exp_avg_;
   torch::Tensor exp_avg_sq_;
+  torch::Tensor denom_scratch_;  // StepWithAtenOps' denominators, one chunk.
+  torch::Tensor step_tensor_;    // The fused kernel's step count, on the device.
 };
 
 /// Inverse-square-root schedule with linear warm-up (Vaswani et al.; fairseq

@@ -1,5 +1,6 @@
 #include "pipeline/pipeline_engine.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -376,12 +377,16 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   torch::NoGradGuard no_grad;
   double sumsq = 0.0;
   if (replica_ == 0) {
-    // Summed on the device, one wait for the host (float64: the same rounding as host doubles).
-    torch::Tensor sq = flat_->grads().pow(2).sum().to(torch::kDouble);
+    // Summed on the device as dot products (no squared copy of the gradients), one wait for
+    // the host; the difference in float64.
+    RECORD_USER_SCOPE("deepnet::grad_norm");
+    const auto squares = [](const torch::Tensor& g) {
+      const torch::Tensor flat = g.reshape({-1});
+      return torch::dot(flat, flat).to(torch::kDouble);
+    };
+    torch::Tensor sq = squares(flat_->grads());
     for (const auto& t : tied_) {
-      if (!t.counts_in_norm) {
-        sq = sq - flat_->View(flat_->grads(), t.entry).pow(2).sum().to(torch::kDouble);
-      }
+      if (!t.counts_in_norm) sq = sq - squares(flat_->View(flat_->grads(), t.entry));
     }
     sumsq = sq.item<double>();
   }
@@ -421,10 +426,13 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   totals.tgt_tokens = static_cast<int64_t>(std::llround(stats[3].item<double>()));
   totals.src_tokens = static_cast<int64_t>(std::llround(counts[1].item<double>()));
   if (measure_layer_grads_) RecordLayerGradients();  // Before clipping.
+  // Clipping is the update's gradient multiplier: no pass over the gradients of its own.
+  double clip = 1.0;
   if (options_.clip_norm > 0.0 && totals.grad_norm > options_.clip_norm) {
-    flat_->grads().mul_(options_.clip_norm / (totals.grad_norm + 1e-6));
+    clip = options_.clip_norm / (totals.grad_norm + 1e-6);
   }
-  optimizer_->Step(lr);
+  compute_->EndStep();  // Before the parameters change.
+  optimizer_->Step(lr, clip);
   return totals;
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "profiling/op_census.h"
+
 namespace deepnet::pipeline {
 namespace {
 
@@ -70,6 +72,88 @@ TEST(AdamWTest, ChunkedUpdateMatchesTheFormulaAcrossChunkBoundaries) {
   EXPECT_TRUE(torch::allclose(adam.exp_avg(), m, 1e-5, 1e-6))
       << (adam.exp_avg() - m).abs().max().item<double>() << " of " << m.abs().max().item<double>();
   EXPECT_TRUE(torch::allclose(adam.exp_avg_sq(), v, 1e-5, 1e-7));
+}
+
+TEST(AdamWTest, AtenOpsPathIsTheFormulaAndAllocatesNothingAfterItsFirstStep) {
+  torch::manual_seed(4);
+  torch::nn::Linear layer(300, 200);
+  FlatParameters flat(*layer);
+  const AdamWOptions o{0.9, 0.98, 1e-8, 0.1};
+  AdamW aten(&flat, o);
+  torch::nn::Linear twin(300, 200);
+  {
+    torch::NoGradGuard g;
+    twin->weight.copy_(layer->weight);
+    twin->bias.copy_(layer->bias);
+  }
+  FlatParameters twin_flat(*twin);
+  AdamW kernel(&twin_flat, o);
+  auto p = flat.values().clone(), m = torch::zeros_like(p), v = torch::zeros_like(p);
+  for (int step = 1; step <= 3; ++step) {
+    flat.ZeroGrad();
+    twin_flat.ZeroGrad();
+    const auto x = torch::randn({4, 300});
+    layer->forward(x).pow(2).sum().backward();
+    twin->forward(x).pow(2).sum().backward();
+    const auto g = flat.grads().clone();
+    const double lr = 1e-2;
+    profiling::OpCensus census;
+    aten.StepWithAtenOps(lr);
+    const profiling::CensusResult r = census.Stop();
+    kernel.Step(lr);
+    // The same ATen ops as the whole-buffer formula, element by element: the same bits.
+    p.addcmul_(p, flat.decay_mask(), -lr * o.weight_decay);
+    m.mul_(o.beta1).add_(g, 1 - o.beta1);
+    v.mul_(o.beta2).addcmul_(g, g, 1 - o.beta2);
+    const double b1 = 1 - std::pow(o.beta1, step), b2 = 1 - std::pow(o.beta2, step);
+    p.addcdiv_(m, v.sqrt().div_(std::sqrt(b2)).add_(o.eps), -lr / b1);
+    ASSERT_TRUE(torch::equal(flat.values(), p)) << "step " << step;
+    ASSERT_TRUE(torch::equal(aten.exp_avg(), m)) << "step " << step;
+    ASSERT_TRUE(torch::equal(aten.exp_avg_sq(), v)) << "step " << step;
+    // And the CPU kernel within float rounding.
+    ASSERT_TRUE(torch::allclose(twin_flat.values(), p, 1e-5, 1e-7)) << "step " << step;
+    // The denominators' scratch is made once; later steps allocate nothing the size of the
+    // parameters (240 KB here), only the few bytes of ATen's 0-dim wrappers of scalars.
+    if (step > 1) EXPECT_LT(r.allocated_bytes, 1024) << "step " << step;
+    if (step == 1) EXPECT_GE(r.allocated_bytes, flat.numel() * 4) << "the scratch";
+    EXPECT_EQ(r.calls_by_kind[static_cast<int>(profiling::OpKind::kOptimizer)], r.top_level_ops);
+  }
+  EXPECT_EQ(aten.step_count(), 3);
+}
+
+// Clipping as the update's multiplier is the same update as scaling the gradients first, bit
+// for bit, on the CPU kernel and on the ATen path.
+TEST(AdamWTest, GradientMultiplierIsClippingWithoutItsPass) {
+  for (bool aten : {false, true}) {
+    torch::manual_seed(5);
+    torch::nn::Linear a(300, 200), b(300, 200);
+    {
+      torch::NoGradGuard g;
+      b->weight.copy_(a->weight);
+      b->bias.copy_(a->bias);
+    }
+    FlatParameters fa(*a), fb(*b);
+    const AdamWOptions o{0.9, 0.98, 1e-8, 0.1};
+    AdamW multiplied(&fa, o), scaled(&fb, o);
+    for (int step = 1; step <= 3; ++step) {
+      fa.ZeroGrad();
+      fb.ZeroGrad();
+      const auto x = torch::randn({4, 300});
+      a->forward(x).pow(2).sum().backward();
+      b->forward(x).pow(2).sum().backward();
+      const double clip = 0.37 / step;
+      fb.grads().mul_(clip);
+      if (aten) {
+        multiplied.StepWithAtenOps(1e-2, clip);
+        scaled.StepWithAtenOps(1e-2);
+      } else {
+        multiplied.Step(1e-2, clip);
+        scaled.Step(1e-2);
+      }
+      ASSERT_TRUE(torch::equal(fa.values(), fb.values())) << "aten " << aten << " step " << step;
+      ASSERT_TRUE(torch::equal(multiplied.exp_avg_sq(), scaled.exp_avg_sq()));
+    }
+  }
 }
 
 TEST(AdamWTest, WeightDecayHitsMatricesOnly) {
