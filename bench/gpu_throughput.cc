@@ -18,6 +18,15 @@
 // Without a GPU (--tiny or no CUDA) it runs a 2L-2L d64 model on the CPU in seconds and prints
 // the same table, the rate then being an fp32 CPU matmul's.
 //
+// Configurations with several micro-batches per step (the flagship trains 2k-token micro-batches,
+// 64 per step) run them through the engine's schedule as a real job does.
+//
+// --profile DIR runs one more step of each configuration under a profiler and writes its Chrome
+// trace to DIR/<config>.trace.json: on CUDA LibTorch's Kineto profiler (GPU kernel time per kind
+// of work: GEMM, attention, element-wise, norm, optimizer, copies, and the GPU's idle time in the
+// step), on the CPU the op census (profiling/op_census.h: host time per kind). Both runs also
+// count the ATen ops the step dispatched.
+//
 // Example: deepnet_bench_gpu --json out.json --jobs-dir jobs/ --set runtime.attention=sdpa
 
 #include <CLI/CLI.hpp>
@@ -26,6 +35,10 @@
 #include <torch/torch.h>
 #ifdef DEEPNET_HAVE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#include <torch/csrc/autograd/profiler_kineto.h>
+#define DEEPNET_BENCH_KINETO 1
+#endif
 #endif
 
 #include <algorithm>
@@ -33,6 +46,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -43,6 +58,7 @@
 #include "job/job_config.h"
 #include "job/layout_plan.h"
 #include "pipeline/pipeline_engine.h"
+#include "profiling/op_census.h"
 #include "train/engine_options.h"
 
 namespace deepnet::bench {
@@ -63,6 +79,7 @@ struct BenchConfig {
   std::string name;
   int64_t encoder_layers, decoder_layers, vocab, tokens;  // tokens per micro-batch and side
   std::string precision;                                  // fp32 | tf32 | bf16
+  int64_t micro_batches = 1;                              // per step
 };
 
 // bf16 first (the target), fp32/tf32 references last: a run cut short keeps what matters.
@@ -75,13 +92,18 @@ std::vector<BenchConfig> GpuConfigs() {
       // The flagship's per-stage slice: ~12 of its 200 layers with the 64k-vocabulary table and
       // output projection that its first and last stages hold.
       {"flagship-slice", 6, 6, 64000, 8192, "bf16"},
+      // As the flagship trains: 2k-token micro-batches, several per step.
+      {"flagship-slice", 6, 6, 64000, 2048, "bf16", 8},
+      {"18L-18L", 18, 18, 32000, 2048, "bf16", 8},
       {"18L-18L", 18, 18, 32000, 8192, "tf32"},
       {"18L-18L", 18, 18, 32000, 8192, "fp32"},
   };
 }
 
 std::vector<BenchConfig> TinyConfigs() {
-  return {{"tiny-2L-2L", 2, 2, 1000, 512, "fp32"}, {"tiny-2L-2L", 2, 2, 1000, 512, "bf16"}};
+  return {{"tiny-2L-2L", 2, 2, 1000, 512, "fp32"},
+          {"tiny-2L-2L", 2, 2, 1000, 512, "bf16"},
+          {"tiny-2L-2L", 2, 2, 1000, 128, "bf16", 4}};
 }
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
@@ -151,12 +173,13 @@ std::string JobYaml(const BenchConfig& b, const Shape& s, const torch::Device& d
          "data:\n  source: synthetic\n  max_tokens: " + std::to_string(sentences * s.sequence) +
          "\n  max_len: " + std::to_string(s.sequence) + "\n" +
          "runtime:\n  device: " + (device.is_cuda() ? "cuda" : "cpu") + "\n" +
-         "parallel:\n  pipeline_stages: 1\n  data_parallel: 1\n  micro_batches: 1\n";
+         "parallel:\n  pipeline_stages: 1\n  data_parallel: 1\n  micro_batches: " +
+         std::to_string(b.micro_batches) + "\n";
 }
 
 pipeline::MicroBatch RandomMicroBatch(int64_t sentences, int64_t length, int64_t vocab,
-                                      const torch::Device& device) {
-  auto gen = at::detail::createCPUGenerator(1234);
+                                      const torch::Device& device, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(1234 + seed);
   pipeline::MicroBatch m;
   m.src = torch::randint(kFirstWordId, vocab, {sentences, length}, gen, torch::kLong).to(device);
   auto tgt = torch::randint(kFirstWordId, vocab, {sentences, length + 1}, gen, torch::kLong);
@@ -169,12 +192,120 @@ pipeline::MicroBatch RandomMicroBatch(int64_t sentences, int64_t length, int64_t
 
 struct Options {
   std::string json_path, jobs_dir;
+  std::string profile_dir;  // --profile: one profiled step per configuration, traces here.
   std::vector<std::string> overrides;
   std::vector<std::string> only;  // Config names to run; empty: all.
   bool tiny = false;
   int64_t steps = 8, warmup = 3;
   double budget_s = 170.0;  // Configurations not started by then are skipped.
 };
+
+std::string ConfigLabel(const BenchConfig& b, int64_t tokens) {
+  return b.name + "-" + b.precision + "-" + std::to_string(tokens) +
+         (b.micro_batches > 1 ? "x" + std::to_string(b.micro_batches) : "");
+}
+
+json KindTable(const profiling::PerKind<double>& seconds) {
+  json t = json::object();
+  for (int k = 0; k < profiling::kOpKinds; ++k) {
+    if (seconds[k] > 0) t[std::string(profiling::ToString(static_cast<profiling::OpKind>(k)))] = 1e3 * seconds[k];
+  }
+  return t;
+}
+
+void PrintKinds(const char* what, const json& by_kind_ms, double wall_ms, double idle_ms) {
+  std::printf("  %s: step %.2f ms", what, wall_ms);
+  for (const auto& [kind, ms] : by_kind_ms.items()) {
+    std::printf(", %s %.2f (%.1f%%)", kind.c_str(), ms.get<double>(),
+                100.0 * ms.get<double>() / std::max(1e-9, wall_ms));
+  }
+  std::printf(", idle %.2f (%.1f%%)\n", idle_ms, 100.0 * idle_ms / std::max(1e-9, wall_ms));
+}
+
+#ifdef DEEPNET_BENCH_KINETO
+// GPU kernel time per kind and the step's idle GPU time, from Kineto's events of one step.
+json KinetoSummary(const torch::autograd::profiler::ProfilerResult& result, double wall_s) {
+  profiling::PerKind<double> by_kind{};
+  std::vector<std::pair<uint64_t, uint64_t>> busy;  // [start, end) ns of every GPU kernel
+  int64_t kernels = 0;
+  for (const auto& e : result.events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    ++kernels;
+    by_kind[static_cast<int>(profiling::KindOfKernel(e.name()))] += e.durationNs() * 1e-9;
+    busy.emplace_back(e.startNs(), e.startNs() + e.durationNs());
+  }
+  std::sort(busy.begin(), busy.end());
+  double busy_s = 0.0;
+  uint64_t begin = 0, end = 0;
+  for (const auto& [a, z] : busy) {
+    if (a > end) {
+      busy_s += (end - begin) * 1e-9;
+      begin = a;
+      end = z;
+    } else {
+      end = std::max(end, z);
+    }
+  }
+  busy_s += (end - begin) * 1e-9;
+  return {{"gpu_kernels", kernels},
+          {"by_kind_ms", KindTable(by_kind)},
+          {"gpu_busy_ms", 1e3 * busy_s},
+          {"idle_ms", 1e3 * std::max(0.0, wall_s - busy_s)}};
+}
+#endif
+
+// One more step under the profiler (on CUDA, Kineto; on the CPU, the op census), and one under
+// the op census for the op counts. The traces go to dir/<label>.trace.json.
+json ProfileStep(const std::function<absl::Status(int64_t)>& train_step, int64_t* step,
+                 const torch::Device& device, const std::string& dir, const std::string& label) {
+  std::filesystem::create_directories(dir);
+  const std::string trace = dir + "/" + label + ".trace.json";
+  json p = {{"trace", trace}};
+#ifdef DEEPNET_BENCH_KINETO
+  if (device.is_cuda()) {
+    namespace prof = torch::profiler::impl;
+    const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+    const std::set<prof::ActivityType> activities{prof::ActivityType::CPU,
+                                                  prof::ActivityType::CUDA};
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    Synchronize(device);
+    torch::autograd::profiler::enableProfiler(config, activities);
+    const auto start = Clock::now();
+    const absl::Status s = train_step(++*step);
+    Synchronize(device);
+    const double wall = Seconds(start, Clock::now());
+    auto result = torch::autograd::profiler::disableProfiler();
+    if (!s.ok()) return {{"status", "failed: " + std::string(s.message())}};
+    result->save(trace);
+    p.update(KinetoSummary(*result, wall));
+    p["wall_ms"] = 1e3 * wall;
+    PrintKinds("GPU time", p["by_kind_ms"], p["wall_ms"].get<double>(), p["idle_ms"].get<double>());
+  }
+#endif
+  // The op census: on the CPU also the host-time profile and its trace.
+  const bool cpu = !device.is_cuda();
+  profiling::OpCensus census(profiling::OpCensus::Options{/*trace=*/cpu, /*memory=*/cpu});
+  const absl::Status s = train_step(++*step);
+  Synchronize(device);
+  const profiling::CensusResult r = census.Stop();
+  if (!s.ok()) return {{"status", "failed: " + std::string(s.message())}};
+  p["ops"] = r.ops;
+  p["top_level_ops"] = r.top_level_ops;
+  p["autograd_nodes"] = r.autograd_nodes;
+  if (cpu) {
+    double host = 0.0;
+    for (double x : r.host_s_by_kind) host += x;
+    p["wall_ms"] = 1e3 * r.wall_s;
+    p["by_kind_ms"] = KindTable(r.host_s_by_kind);
+    p["idle_ms"] = 1e3 * std::max(0.0, r.wall_s - host);  // Host time outside ATen ops.
+    p["allocated_bytes"] = r.allocated_bytes;
+    std::ofstream(trace) << profiling::ChromeTrace(r.events);
+    PrintKinds("host time", p["by_kind_ms"], p["wall_ms"].get<double>(), p["idle_ms"].get<double>());
+  }
+  std::printf("  %s", profiling::FormatCensus(r, 10).c_str());
+  p["status"] = "ok";
+  return p;
+}
 
 json RunConfig(const BenchConfig& b, const Shape& shape, const torch::Device& device,
                const Options& o, double peak_tflops) {
@@ -201,8 +332,10 @@ json RunConfig(const BenchConfig& b, const Shape& shape, const torch::Device& de
   options.source_length = shape.sequence;
   options.target_length = shape.sequence;
   options.batch_sentences = sentences;
-  const int64_t tokens = sentences * shape.sequence;
+  const int64_t tokens = sentences * shape.sequence * b.micro_batches;  // per step and side
   r["tokens"] = tokens;
+  r["micro_batches"] = b.micro_batches;
+  r["tokens_per_micro_batch"] = sentences * shape.sequence;
   r["job_yaml"] = yaml;
   r["overrides"] = overrides;
   try {
@@ -213,13 +346,16 @@ json RunConfig(const BenchConfig& b, const Shape& shape, const torch::Device& de
       r["status"] = "failed: " + std::string(engine.status().message());
       return r;
     }
-    const pipeline::MicroBatch batch = RandomMicroBatch(sentences, shape.sequence, b.vocab, device);
+    std::vector<pipeline::MicroBatch> batches;
+    for (int64_t k = 0; k < b.micro_batches; ++k) {
+      batches.push_back(RandomMicroBatch(sentences, shape.sequence, b.vocab, device, k));
+    }
     int64_t step = 0;
     double loss = 0.0;
     for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
       if (i == o.warmup) Synchronize(device);
       const auto start = Clock::now();
-      auto totals = (*engine)->TrainStep({batch}, ++step, 1e-4);
+      auto totals = (*engine)->TrainStep(batches, ++step, 1e-4);
       if (!totals.ok()) {
         r["status"] = "failed: " + std::string(totals.status().message());
         return r;
@@ -247,6 +383,11 @@ json RunConfig(const BenchConfig& b, const Shape& shape, const torch::Device& de
     r["peak_allocated_bytes"] = peak;
     r["peak_reserved_bytes"] = reserved;
     r["loss"] = loss;
+    if (!o.profile_dir.empty()) {
+      r["profile"] = ProfileStep(
+          [&](int64_t s) { return (*engine)->TrainStep(batches, s, 1e-4).status(); }, &step,
+          device, o.profile_dir, ConfigLabel(b, r["tokens"].get<int64_t>()));
+    }
   } catch (const std::exception& e) {
     std::string what = e.what();
     r["status"] = "failed: " + what.substr(0, std::min<size_t>(what.size(), what.find('\n')));
@@ -316,9 +457,11 @@ int Run(const Options& o) {
     if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1) << "\n";
     if (r["status"] == "ok") {
       std::printf(
-          "%-15s %-5s %6lld tok  %8.1f ms  %10.0f tok/s  %8.3g TFLOP/s  MFU %5.1f%%  "
+          "%-15s %-5s %6lld tok x%-2lld  %8.1f ms  %10.0f tok/s  %8.3g TFLOP/s  MFU %5.1f%%  "
           "peak %7.2f GiB\n",
-          b.name.c_str(), b.precision.c_str(), static_cast<long long>(r["tokens"].get<int64_t>()),
+          b.name.c_str(), b.precision.c_str(),
+          static_cast<long long>(r["tokens_per_micro_batch"].get<int64_t>()),
+          static_cast<long long>(b.micro_batches),
           1e3 * r["median_step_s"].get<double>(), r["tokens_per_s"].get<double>(),
           r["tflops"].get<double>(), 100.0 * r["mfu"].get<double>(),
           r["peak_allocated_bytes"].get<int64_t>() / 1073741824.0);
@@ -346,6 +489,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "Timed steps per configuration")->check(CLI::PositiveNumber);
   app.add_option("--warmup", o.warmup, "Untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--budget-s", o.budget_s, "Start no configuration after this many seconds");
+  app.add_option("--profile", o.profile_dir,
+                 "Profile one more step per configuration; Chrome traces into this folder");
   CLI11_PARSE(app, argc, argv);
   return deepnet::bench::Run(o);
 }

@@ -6,8 +6,10 @@
 #      lacks, into a private prefix (never into /),
 #   3. configures and builds the trainer side (deepnet, the GPU benchmark, the test binaries
 #      labelled gpu or torch2) against that PyTorch with DEEPNET_WITH_CUDA=ON for sm_90,
-#   4. runs `ctest -L gpu` and `ctest -L torch2`,
-#   5. runs the GPU benchmark (bench/gpu_throughput.cc) and `deepnet plan` for the same configs,
+#   4. runs `ctest -L gpu` and `ctest -L torch2`, then scripts/gpu_segv_probe.sh (the GpuTest
+#      SIGSEGV's candidate causes, one process each),
+#   5. runs the GPU benchmark (bench/gpu_throughput.cc; one profiled step per configuration,
+#      Chrome traces in $OUT/profile) and `deepnet plan` for the same configs,
 #   6. prints one summary.
 # Every stage has a time limit inside a total budget (KIT_BUDGET_S, default 450 s) and writes its
 # result to $OUT as soon as it ends, so a run cut short still reports; a failed stage prints the
@@ -364,6 +366,16 @@ run_label() {
 if ((RUN_TESTS)) && [ -f "$BUILD_DIR/CTestTestfile.cmake" ]; then
   run_label gpu 150
   run_label torch2 90
+  # The GpuTest SIGSEGV: every candidate cause in its own process (scripts/gpu_segv_probe.sh).
+  t=$(date +%s)
+  OUT=$OUT SEGV_PROBE_TEST_S=$(limit 150 60) timeout "$(limit 120 240)" \
+    bash scripts/gpu_segv_probe.sh "$BUILD_DIR" >"$OUT/segv.log" 2>&1
+  r=$?
+  if ((r == 0)); then
+    note segv-probe ok "$(($(date +%s) - t)) s; $(grep -c 'died of signal' "$OUT/segv/summary.txt" 2>/dev/null || echo 0) variants crashed (segv/summary.txt)"
+  else
+    note segv-probe FAIL "rc $r after $(($(date +%s) - t)) s (segv.log)"
+  fi
 fi
 
 # ---- 5. benchmark and plan ---------------------------------------------------------------
@@ -373,7 +385,8 @@ if ((RUN_BENCH)) && [ -n "$BENCH" ]; then
   t=$(date +%s)
   blimit=$(limit 20 200)
   # The benchmark starts no configuration after --budget-s; the rest is for the last one.
-  bargs=(--json "$OUT/bench.json" --jobs-dir "$BUILD_DIR/kit-jobs" --budget-s $((blimit * 2 / 3)))
+  bargs=(--json "$OUT/bench.json" --jobs-dir "$BUILD_DIR/kit-jobs" --budget-s $((blimit * 2 / 3))
+         --profile "$OUT/profile")
   ((DRY_RUN)) && bargs+=(--tiny)
   rm -rf "$BUILD_DIR/kit-jobs"
   timeout "$blimit" "$BENCH" "${bargs[@]}" >"$OUT/bench.log" 2>&1

@@ -39,7 +39,11 @@ class GpuTestEnvironment : public ::testing::Environment {
   void SetUp() override {
     setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
     absl::InitializeSymbolizer("deepnet_gpu_test");
-    absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+    // scripts/gpu_segv_probe.sh preloads its own handler (library + offset per frame) and sets
+    // DEEPNET_SEGV_REPORT: absl's would replace it.
+    if (std::getenv("DEEPNET_SEGV_REPORT") == nullptr) {
+      absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+    }
   }
 };
 const auto* const kGpuTestEnvironment =
