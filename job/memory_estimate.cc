@@ -154,8 +154,13 @@ StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layo
     per_micro_batch = Mul(Mul(Add(elements, embeddings), t), b);
   }
   const bool owns_output = m > 0 ? s.has_dec() && s.dec_end == m : s.has_enc() && s.enc_end == n;
-  // Logits, their log-softmax and their gradient, in fp32 (the loss is computed in fp32).
-  if (owns_output) per_micro_batch = Add(per_micro_batch, Mul(Mul(3, t, v), 4));
+  // The logits and their gradient in the compute dtype, and the loss's fp32 rows: it widens
+  // at most 2^24 logits at a time (model/loss.cc), so no fp32 copy of them all exists.
+  if (owns_output) {
+    const int64_t logits = Mul(t, v);
+    per_micro_batch = Add(per_micro_batch,
+                          Add(Mul(Mul(2, logits), b), Mul(std::min<int64_t>(logits, 1 << 24), 4)));
+  }
   out.activation_bytes_per_micro_batch = per_micro_batch;
   const int64_t micro = std::max<int64_t>(layout.micro_batches, 1);
   out.live_micro_batches = layout.gpipe ? micro : std::min(micro, layout.pipeline_stages - stage);

@@ -48,7 +48,8 @@ TEST(MemoryEstimateTest, OneStageFp32ByHand) {
   EXPECT_EQ(s.buffer_bytes, 32 * 8 * 4);
   // Per token: encoder layer 12d + 2f + 2hS = 144, decoder 20d + 2f + 4hS = 224, two
   // embeddings 2d each: 2*144 + 2*224 + 32 = 768 elements; x 4 tokens x 4 bytes = 12288;
-  // logits 3 x 4 tokens x V 10 x 4 bytes = 480.
+  // logits and their gradient 2 x 4 tokens x V 10 x 4 bytes, + the loss's fp32 rows 40 x 4
+  // = 480.
   EXPECT_EQ(s.activation_bytes_per_micro_batch, 12288 + 480);
   EXPECT_EQ(s.live_micro_batches, 1);
   EXPECT_EQ(s.total_bytes, 12352 + 12352 + 24704 + 1024 + 12768);
@@ -88,9 +89,10 @@ TEST(MemoryEstimateTest, LowerPrecisionKeepsAnFp32MasterCopy) {
     EXPECT_EQ(s.parameter_bytes, 3088 * (4 + 2)) << ToString(p);  // fp32 master + 2-byte cast
     EXPECT_EQ(s.gradient_bytes, 3088 * 4);                        // fp32
     EXPECT_EQ(s.optimizer_bytes, 3088 * 8);                       // two fp32 moments
-    // 768 elements per token at 2 bytes (the residual stream too), plus the fp32 logits.
-    EXPECT_EQ(s.activation_bytes_per_micro_batch, 768 * 4 * 2 + 480);
-    EXPECT_EQ(s.total_bytes, 18528 + 12352 + 24704 + 1024 + 6624);
+    // 768 elements per token at 2 bytes (the residual stream too), plus the logits and their
+    // gradient at 2 bytes (2 x 40 x 2) and the loss's fp32 rows (40 x 4).
+    EXPECT_EQ(s.activation_bytes_per_micro_batch, 768 * 4 * 2 + 160 + 160);
+    EXPECT_EQ(s.total_bytes, 18528 + 12352 + 24704 + 1024 + 6464);
   }
 }
 
@@ -191,11 +193,11 @@ TEST(MemoryEstimateTest, LayerRecomputationKeepsLayerInputsAndOneLayer) {
   EXPECT_LT(s.activation_bytes,
             EstimateMemory(Small(), Layout(1, 2, true)).largest.activation_bytes);
   // bf16: the kept inputs, the bf16 residual stream (40 x 4 tokens x 2 bytes), the embeddings
-  // (32 x 4 x 2), logits 480; the rebuilt decoder layer 224 x 4 x 2.
+  // (32 x 4 x 2), logits 320 (as above); the rebuilt decoder layer 224 x 4 x 2.
   layout.precision = Precision::kBf16;
   const StageMemory low = EstimateMemory(Small(), layout).largest;
-  EXPECT_EQ(low.activation_bytes_per_micro_batch, 320 + 256 + 480);
-  EXPECT_EQ(low.activation_bytes, 2 * 1056 + 1792);
+  EXPECT_EQ(low.activation_bytes_per_micro_batch, 320 + 256 + 320);
+  EXPECT_EQ(low.activation_bytes, 2 * 896 + 1792);
   JobConfig job;
   EXPECT_FALSE(LayoutOf(job).recompute_layers);
   job.runtime.recompute = Recompute::kLayer;
