@@ -377,12 +377,13 @@ absl::StatusOr<StepTotals> PipelineEngine::TrainStep(const std::vector<MicroBatc
   torch::NoGradGuard no_grad;
   double sumsq = 0.0;
   if (replica_ == 0) {
-    // Summed on the device as dot products (no squared copy of the gradients), one wait for
-    // the host; the difference in float64.
+    // On the device as norm reductions (no squared copy of the gradients; on the CPU they
+    // accumulate in double), one wait for the host; the squares and their difference in
+    // float64. (A BLAS dot accumulates in float: its rounding moved the clipping coefficient
+    // enough that layouts stopped matching one process to 1e-5.)
     RECORD_USER_SCOPE("deepnet::grad_norm");
     const auto squares = [](const torch::Tensor& g) {
-      const torch::Tensor flat = g.reshape({-1});
-      return torch::dot(flat, flat).to(torch::kDouble);
+      return at::linalg_vector_norm(g.reshape({-1}), 2).to(torch::kDouble).square();
     };
     torch::Tensor sq = squares(flat_->grads());
     for (const auto& t : tied_) {
