@@ -83,6 +83,15 @@ void UpdateChunk(const UpdateScalars s, int64_t begin, int64_t end, float* __res
   }
 }
 
+// 1 - beta^t for both moments at step t.
+struct BiasCorrections {
+  double first, second;
+};
+BiasCorrections CorrectionsAt(const AdamWOptions& o, int64_t step) {
+  return {1.0 - std::pow(o.beta1, static_cast<double>(step)),
+          1.0 - std::pow(o.beta2, static_cast<double>(step))};
+}
+
 }  // namespace
 
 AdamW::AdamW(FlatParameters* params, const AdamWOptions& options)
@@ -94,10 +103,8 @@ AdamW::AdamW(FlatParameters* params, const AdamWOptions& options)
 void AdamW::StepWithAtenOps(double lr, double grad_multiplier) {
   RECORD_USER_SCOPE("deepnet::optimizer");
   torch::NoGradGuard no_grad;
-  ++step_count_;
   const double b1 = options_.beta1, b2 = options_.beta2;
-  const double bias1 = 1.0 - std::pow(b1, static_cast<double>(step_count_));
-  const double bias2 = 1.0 - std::pow(b2, static_cast<double>(step_count_));
+  const auto [bias1, bias2] = CorrectionsAt(options_, ++step_count_);
   torch::Tensor& values = params_->values();
   const torch::Tensor& grads = params_->grads();
   const bool decay = options_.weight_decay > 0.0;
@@ -153,10 +160,8 @@ void AdamW::Step(double lr, double grad_multiplier) {
   }
   RECORD_USER_SCOPE("deepnet::optimizer");
   torch::NoGradGuard no_grad;
-  ++step_count_;
   const double b1 = options_.beta1, b2 = options_.beta2;
-  const double bias1 = 1.0 - std::pow(b1, static_cast<double>(step_count_));
-  const double bias2 = 1.0 - std::pow(b2, static_cast<double>(step_count_));
+  const auto [bias1, bias2] = CorrectionsAt(options_, ++step_count_);
   const bool decay = options_.weight_decay > 0.0;
   const int64_t total = values.numel();
   const UpdateScalars s{static_cast<float>(-lr * options_.weight_decay),

@@ -18,6 +18,21 @@ namespace {
 
 using torch::autograd::variable_list;
 
+// Autocast's weight-cast cache off for the scope's life (restored on exit, also on a throw):
+// casts made while recomputing must not outlive the call (see RunRecomputed and apply()).
+class NoAutocastCache {
+ public:
+  NoAutocastCache() : was_(at::autocast::is_autocast_cache_enabled()) {
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~NoAutocastCache() { at::autocast::set_autocast_cache_enabled(was_); }
+  NoAutocastCache(const NoAutocastCache&) = delete;
+  NoAutocastCache& operator=(const NoAutocastCache&) = delete;
+
+ private:
+  bool was_;
+};
+
 // States of the generators a layer's dropout draws from: LibTorch's default CPU generator
 // (ATen's dropout on CPU, model/kernels/dropout_mask.h) and, for a CUDA layer, the default
 // generator of its device (ATen's dropout and SDPA's on CUDA).
@@ -95,15 +110,10 @@ class RecomputedLayerBackward : public torch::autograd::Node {
       torch::AutoGradMode grad_mode(true);
       // Backward may run on an autograd device thread (CUDA), whose autocast cache nothing
       // clears between steps: weight casts made here must not outlive this call.
-      const bool cache = at::autocast::is_autocast_cache_enabled();
-      at::autocast::set_autocast_cache_enabled(false);
-      try {
+      {
+        NoAutocastCache no_cache;
         out = layer_(leaves);
-      } catch (...) {
-        at::autocast::set_autocast_cache_enabled(cache);
-        throw;
       }
-      at::autocast::set_autocast_cache_enabled(cache);
       now.Restore();
     }
     if (!out.requires_grad()) return result;
@@ -135,15 +145,10 @@ torch::Tensor RunRecomputed(const std::vector<torch::Tensor>& inputs, Recomputab
     // Under autocast (the step's precision), casts of weights made here have no autograd
     // history: keep them out of autocast's weight cache, where the recomputation would find
     // them. Autocast itself stays as the caller set it.
-    const bool cache = at::autocast::is_autocast_cache_enabled();
-    at::autocast::set_autocast_cache_enabled(false);
-    try {
+    {
+      NoAutocastCache no_cache;
       out = layer(inputs);
-    } catch (...) {
-      at::autocast::set_autocast_cache_enabled(cache);
-      throw;
     }
-    at::autocast::set_autocast_cache_enabled(cache);
     if (out.is_view()) out = out.clone();  // The node's output must own its storage.
   }
   std::vector<torch::Tensor> kept;
