@@ -103,6 +103,18 @@ TEST(PrecisionTest, StreamLayerNormOfFp32IsTheModule) {
   EXPECT_TRUE(torch::equal(StreamLayerNorm(norm, f), norm->forward(f)));  // the module itself
 }
 
+DeepNetConfig SmallDeepNorm() {
+  return DeepNetConfig()
+      .encoder_layers(2)
+      .decoder_layers(2)
+      .d_model(32)
+      .heads(4)
+      .ffn_dim(64)
+      .vocab_size(50)
+      .dropout(0.0)
+      .max_positions(32);
+}
+
 // Under bf16 autocast the residual stream is bf16 from the embeddings on (no fp32 copy for each
 // sub-layer to re-cast); without autocast, and for fp32 tensors outside it, nothing changes.
 TEST(PrecisionTest, TheResidualStreamIsBf16UnderAutocast) {
@@ -114,14 +126,7 @@ TEST(PrecisionTest, TheResidualStreamIsBf16UnderAutocast) {
     torch::Tensor b = f.to(torch::kBFloat16);
     EXPECT_TRUE(ToStreamDtype(b).is_same(b));
   }
-  DeepNet model(DeepNetConfig()
-                    .encoder_layers(2)
-                    .decoder_layers(2)
-                    .d_model(32)
-                    .heads(4)
-                    .ffn_dim(64)
-                    .vocab_size(50)
-                    .max_positions(32));
+  DeepNet model(SmallDeepNorm());
   InitializeParameters(*model, 3);
   model->train();
   torch::Tensor src = torch::randint(4, 50, {2, 5}, torch::kLong);
@@ -135,18 +140,6 @@ TEST(PrecisionTest, TheResidualStreamIsBf16UnderAutocast) {
     EXPECT_EQ(model->finish_encoder(h).scalar_type(), dtype);
     ClearAutocastCache();
   }
-}
-
-DeepNetConfig SmallDeepNorm() {
-  return DeepNetConfig()
-      .encoder_layers(2)
-      .decoder_layers(2)
-      .d_model(32)
-      .heads(4)
-      .ffn_dim(64)
-      .vocab_size(50)
-      .dropout(0.0)
-      .max_positions(32);
 }
 
 // Under bf16 autocast the products run in bf16 (bf16 logits), the loss is fp32 and gradients
