@@ -371,8 +371,9 @@ if ((RUN_TESTS)) && [ -f "$BUILD_DIR/CTestTestfile.cmake" ]; then
   OUT=$OUT SEGV_PROBE_TEST_S=$(limit 150 60) timeout "$(limit 120 240)" \
     bash scripts/gpu_segv_probe.sh "$BUILD_DIR" >"$OUT/segv.log" 2>&1
   r=$?
+  crashed=$(grep -c 'died of signal' "$OUT/segv/summary.txt" 2>/dev/null) || true
   if ((r == 0)); then
-    note segv-probe ok "$(($(date +%s) - t)) s; $(grep -c 'died of signal' "$OUT/segv/summary.txt" 2>/dev/null || echo 0) variants crashed (segv/summary.txt)"
+    note segv-probe ok "$(($(date +%s) - t)) s; ${crashed:-0} variants crashed (segv/summary.txt)"
   else
     note segv-probe FAIL "rc $r after $(($(date +%s) - t)) s (segv.log)"
   fi
