@@ -58,6 +58,7 @@
 #include "job/job_config.h"
 #include "job/layout_plan.h"
 #include "pipeline/pipeline_engine.h"
+#include "pipeline/step_census.h"
 #include "profiling/op_census.h"
 #include "train/engine_options.h"
 
@@ -67,7 +68,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-constexpr int64_t kFirstWordId = 4;  // Ids below are pad/bos/eos/unk in the real tokenizers.
 
 struct Shape {
   int64_t d_model, heads, ffn, sequence;
@@ -175,19 +175,6 @@ std::string JobYaml(const BenchConfig& b, const Shape& s, const torch::Device& d
          "runtime:\n  device: " + (device.is_cuda() ? "cuda" : "cpu") + "\n" +
          "parallel:\n  pipeline_stages: 1\n  data_parallel: 1\n  micro_batches: " +
          std::to_string(b.micro_batches) + "\n";
-}
-
-pipeline::MicroBatch RandomMicroBatch(int64_t sentences, int64_t length, int64_t vocab,
-                                      const torch::Device& device, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(1234 + seed);
-  pipeline::MicroBatch m;
-  m.src = torch::randint(kFirstWordId, vocab, {sentences, length}, gen, torch::kLong).to(device);
-  auto tgt = torch::randint(kFirstWordId, vocab, {sentences, length + 1}, gen, torch::kLong);
-  m.tgt_in = tgt.narrow(1, 0, length).contiguous().to(device);
-  m.tgt_out = tgt.narrow(1, 1, length).contiguous().to(device);
-  m.src_tokens = sentences * length;
-  m.tgt_tokens = sentences * length;
-  return m;
 }
 
 struct Options {
@@ -346,10 +333,13 @@ json RunConfig(const BenchConfig& b, const Shape& shape, const torch::Device& de
       r["status"] = "failed: " + std::string(engine.status().message());
       return r;
     }
-    std::vector<pipeline::MicroBatch> batches;
-    for (int64_t k = 0; k < b.micro_batches; ++k) {
-      batches.push_back(RandomMicroBatch(sentences, shape.sequence, b.vocab, device, k));
-    }
+    pipeline::CensusBatches shape_of;
+    shape_of.sentences = sentences;
+    shape_of.source_length = shape.sequence;
+    shape_of.target_length = shape.sequence;
+    shape_of.micro_batches = static_cast<int>(b.micro_batches);
+    const std::vector<pipeline::MicroBatch> batches =
+        pipeline::RandomMicroBatches(b.vocab, shape_of, device, 1234);
     int64_t step = 0;
     double loss = 0.0;
     for (int64_t i = 0; i < o.warmup + o.steps; ++i) {

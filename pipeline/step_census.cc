@@ -9,34 +9,14 @@
 namespace deepnet::pipeline {
 namespace {
 
-std::vector<MicroBatch> RandomBatches(const model::DeepNetConfig& c, const CensusBatches& b,
-                                      const torch::Device& device) {
-  auto gen = at::detail::createCPUGenerator(4321);
-  const int64_t first_word = 4;  // Ids below are pad/bos/eos/unk.
-  std::vector<MicroBatch> out;
-  for (int i = 0; i < b.micro_batches; ++i) {
-    MicroBatch m;
-    m.src = torch::randint(first_word, c.vocab_size(), {b.sentences, b.source_length}, gen,
-                           torch::kLong)
-                .to(device);
-    auto tgt = torch::randint(first_word, c.vocab_size(), {b.sentences, b.target_length + 1},
-                              gen, torch::kLong);
-    m.tgt_in = tgt.narrow(1, 0, b.target_length).contiguous().to(device);
-    m.tgt_out = tgt.narrow(1, 1, b.target_length).contiguous().to(device);
-    m.src_tokens = m.src.numel();
-    m.tgt_tokens = m.tgt_out.numel();
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
 // The census of the second step of a fresh engine for `options`.
 absl::StatusOr<profiling::CensusResult> CensusOfStep(const EngineOptions& options,
                                                       const CensusBatches& batches) {
   comm::LoopbackCommunicator world;
   auto engine = PipelineEngine::Create(options, &world);
   if (!engine.ok()) return engine.status();
-  const std::vector<MicroBatch> micro = RandomBatches(options.model, batches, options.device);
+  const std::vector<MicroBatch> micro =
+      RandomMicroBatches(options.model.vocab_size(), batches, options.device, 4321);
   if (auto warm = (*engine)->TrainStep(micro, 1, 1e-4); !warm.ok()) return warm.status();
   profiling::OpCensus census;
   auto step = (*engine)->TrainStep(micro, 2, 1e-4);
@@ -46,6 +26,26 @@ absl::StatusOr<profiling::CensusResult> CensusOfStep(const EngineOptions& option
 }
 
 }  // namespace
+
+std::vector<MicroBatch> RandomMicroBatches(int64_t vocab, const CensusBatches& b,
+                                           const torch::Device& device, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  const int64_t first_word = 4;  // Ids below are pad/bos/eos/unk in the real tokenizers.
+  std::vector<MicroBatch> out;
+  for (int i = 0; i < b.micro_batches; ++i) {
+    MicroBatch m;
+    m.src = torch::randint(first_word, vocab, {b.sentences, b.source_length}, gen, torch::kLong)
+                .to(device);
+    auto tgt =
+        torch::randint(first_word, vocab, {b.sentences, b.target_length + 1}, gen, torch::kLong);
+    m.tgt_in = tgt.narrow(1, 0, b.target_length).contiguous().to(device);
+    m.tgt_out = tgt.narrow(1, 1, b.target_length).contiguous().to(device);
+    m.src_tokens = m.src.numel();
+    m.tgt_tokens = m.tgt_out.numel();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
 
 absl::StatusOr<StepCensus> MeasureStepCensus(const EngineOptions& options,
                                              const CensusBatches& batches) {

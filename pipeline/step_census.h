@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "pipeline/pipeline_engine.h"
@@ -28,6 +29,11 @@ struct CensusBatches {
   int64_t target_length = 16;
   int micro_batches = 2;
 };
+
+/// `batches.micro_batches` micro-batches of random word ids (no padding, token counts set) from
+/// a generator seeded with `seed`, on `device`: what benchmarks and the census train on.
+std::vector<MicroBatch> RandomMicroBatches(int64_t vocab, const CensusBatches& batches,
+                                           const torch::Device& device, uint64_t seed);
 
 /// Runs the census on `options.device` (any; ops are counted on the host, bytes for the CPU
 /// allocator only). The caller chooses the code path beforehand (fused CPU kernels, attention
