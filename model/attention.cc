@@ -78,7 +78,9 @@ AttentionMasks BuildMasks(const torch::Tensor& key_padding_mask, bool causal, in
     m.hidden = causal_hidden;
     return m;
   }
-  torch::Tensor hidden = key_padding_mask.view({b, 1, 1, s});
+  // [B, S]: the same keys hidden from every query; [B, T, S]: a row per query (packing).
+  torch::Tensor hidden = key_padding_mask.dim() == 3 ? key_padding_mask.view({b, 1, t, s})
+                                                     : key_padding_mask.view({b, 1, 1, s});
   if (causal_hidden.defined()) hidden = hidden.logical_or(causal_hidden);
   m.has_key = hidden.logical_not().any(-1, /*keepdim=*/true);
   m.hidden = hidden.logical_and(m.has_key);
@@ -164,6 +166,7 @@ torch::Tensor AttendHeads(const torch::Tensor& q, const torch::Tensor& k, const 
   if (backend == AttentionBackend::kAuto) {
     backend = SdpaAvailable() ? AttentionBackend::kSdpa : AttentionBackend::kReference;
   }
+  kernels::CheckKeyMask(key_padding_mask, q.size(0), q.size(2), k.size(2), "attention");
   const bool sdpa = backend == AttentionBackend::kSdpa;
   const AttentionMasks m = BuildMasks(key_padding_mask, causal, past, q.size(0), q.size(2),
                                       k.size(2), q.device(), /*allow_is_causal=*/sdpa);

@@ -29,7 +29,8 @@ bool ParseAttentionBackend(const std::string& name, AttentionBackend* backend);
 bool UseFusedAttention(const torch::Tensor& t);
 
 /// The attention core on split heads: q [B, H, T, Dh], k and v [B, H, S, Dh] -> [B, H, T, Dh]
-/// (not necessarily contiguous). key_padding_mask [B, S] bool (true at padding) or undefined;
+/// (not necessarily contiguous). key_padding_mask bool, true where a key is hidden: [B, S]
+/// (padding), [B, T, S] (a row per query: packed batches, model/packing.h) or undefined;
 /// `causal`: query i, at absolute position past + i, sees keys j <= past + i. A query that sees
 /// no key gets a zero output and passes no gradient, as in the fused kernels (softmax over no
 /// key would be NaN). Inverted dropout with probability `dropout` on the attention weights
@@ -66,7 +67,8 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   void reset() override;
 
   /// query [B, T, D]; memory [B, S, D] (pass `query` for self-attention);
-  /// key_padding_mask [B, S] bool, true at padding (may be undefined); `causal` masks keys
+  /// key_padding_mask bool, true where a key is hidden: [B, S] (padding), [B, T, S] (per
+  /// query: packed batches) or undefined; `causal` masks keys
   /// after each query position (positions count from the cache's length).
   /// With `cache`: self-attention appends this call's keys/values to it; cross-attention
   /// (`static_kv`) computes them from `memory` on the first call and reuses them afterwards.

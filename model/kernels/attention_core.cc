@@ -75,6 +75,17 @@ void Transpose(const float* a, int64_t rows, int64_t cols, float* out) {
 
 }  // namespace
 
+void CheckKeyMask(const torch::Tensor& mask, int64_t batch, int64_t queries, int64_t keys,
+                  const char* who) {
+  if (!mask.defined()) return;
+  const bool per_key = mask.dim() == 2 && mask.size(0) == batch && mask.size(1) == keys;
+  const bool per_query = mask.dim() == 3 && mask.size(0) == batch && mask.size(1) == queries &&
+                         mask.size(2) == keys;
+  TORCH_CHECK(per_key || per_query, who, ": key_padding_mask must be [B, S] = [", batch, ", ",
+              keys, "] or [B, T, S] = [", batch, ", ", queries, ", ", keys, "], got ",
+              mask.sizes());
+}
+
 AttentionCoreState AttentionCoreForward(const torch::Tensor& q, const torch::Tensor& kv,
                                         int64_t heads, const torch::Tensor& padding_in,
                                         bool causal, double scaling, double dropout,
@@ -98,6 +109,7 @@ AttentionCoreState AttentionCoreForward(const torch::Tensor& q, const torch::Ten
   const float* qp = q.data_ptr<float>();
   const float* kvp = kv.data_ptr<float>();
   const bool* padp = padding.defined() ? padding.data_ptr<bool>() : nullptr;
+  const bool per_query_mask = padding.defined() && padding.dim() == 3;
   const uint8_t* kp = drop ? keep.data_ptr<uint8_t>() : nullptr;
   float* sp = scores.data_ptr<float>();
   float* op = out.data_ptr<float>();
@@ -112,9 +124,12 @@ AttentionCoreState AttentionCoreForward(const torch::Tensor& q, const torch::Ten
       const float* km = kvp + g.KOffset(b, h);
       float* pm = sp + bh * g.t * g.s;
       Gemm(false, true, g.t, g.s, g.head_dim, scale, qm, g.q_row, km, g.kv_row, 0.0f, pm, g.s);
-      const bool* pad = padp == nullptr ? nullptr : padp + b * g.s;
-      if (pad == nullptr && !causal) continue;
+      if (padp == nullptr && !causal) continue;
       for (int64_t i = 0; i < g.t; ++i) {
+        // [B, S]: one row of hidden keys for every query; [B, T, S]: a row per query.
+        const bool* pad = padp == nullptr  ? nullptr
+                          : per_query_mask ? padp + (b * g.t + i) * g.s
+                                           : padp + b * g.s;
         blind[bh * g.t + i] = MaskScoresRow(pm + i * g.s, i, g.s, pad, causal);
       }
     }
@@ -265,10 +280,7 @@ torch::Tensor AttentionCore(const torch::Tensor& q, const torch::Tensor& kv, int
   TORCH_CHECK(shared ? q.size(2) == 3 * d : kv.size(2) == 2 * d,
               shared ? "AttentionCore: self-attention input must be [B, L, 3D]"
                      : "AttentionCore: cross-attention kv must be [B, S, 2D] for q [B, T, D]");
-  TORCH_CHECK(!key_padding_mask.defined() ||
-                  (key_padding_mask.dim() == 2 && key_padding_mask.size(0) == q.size(0) &&
-                   key_padding_mask.size(1) == kv.size(1)),
-              "AttentionCore: key_padding_mask must be [B, S]");
+  CheckKeyMask(key_padding_mask, q.size(0), q.size(1), kv.size(1), "AttentionCore");
   TORCH_CHECK(dropout >= 0.0 && dropout < 1.0, "AttentionCore: dropout must be in [0, 1)");
   // Autograd takes no undefined tensors as inputs: "no mask" is an empty one.
   const torch::Tensor mask = key_padding_mask.defined()

@@ -15,14 +15,20 @@ namespace deepnet::model::kernels {
 /// Inputs are the projections' outputs, float32 CPU, the H heads of D/H columns side by side:
 /// - self-attention: pass the fused projection [B, L, 3D] (q | k | v) as both `q` and `kv`;
 ///   it is then one input and its gradient one buffer;
-/// - cross-attention: q [B, T, D] and kv [B, S, 2D] (k | v). key_padding_mask [B, S] bool (true at padding)
-/// or undefined; `causal` hides keys after each query position (no cache: query i sees keys
+/// - cross-attention: q [B, T, D] and kv [B, S, 2D] (k | v).
+/// key_padding_mask: bool, true where a key is hidden: [B, S] (padding, the same for every
+/// query), [B, T, S] (a row per query: packed batches, model/packing.h) or undefined; `causal` hides keys after each query position (no cache: query i sees keys
 /// j <= i). A query that sees no key gets zero output, where softmax over an empty set would
 /// give NaN. Attention dropout (inverted) applies when `training` and dropout > 0.
 /// Returns [B, T, D], contiguous, heads concatenated.
 torch::Tensor AttentionCore(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads,
                             const torch::Tensor& key_padding_mask, bool causal, double scaling,
                             double dropout, bool training);
+
+/// Throws c10::Error naming `who` unless `mask` is undefined, [batch, keys] or
+/// [batch, queries, keys].
+void CheckKeyMask(const torch::Tensor& mask, int64_t batch, int64_t queries, int64_t keys,
+                  const char* who);
 
 /// The passes behind AttentionCore, for fused ops that contain one (sublayer_blocks.h). No
 /// autograd: q and kv contiguous, with the layouts above (`q.is_same(kv)` selects

@@ -283,10 +283,7 @@ torch::Tensor AttentionBlock(const torch::Tensor& x, const torch::Tensor& memory
     TORCH_CHECK(t->dim() == 2 && t->size(0) == d && t->size(1) == d,
                 "AttentionBlock: projection weights must be [", d, ", ", d, "]");
   }
-  TORCH_CHECK(!key_padding_mask.defined() ||
-                  (key_padding_mask.dim() == 2 && key_padding_mask.size(0) == x.size(0) &&
-                   key_padding_mask.size(1) == memory.size(1)),
-              "AttentionBlock: key_padding_mask must be [B, S]");
+  CheckKeyMask(key_padding_mask, x.size(0), x.size(1), memory.size(1), "AttentionBlock");
   TORCH_CHECK(o.dropout >= 0 && o.dropout < 1 && o.attention_dropout >= 0 &&
                   o.attention_dropout < 1,
               "AttentionBlock: dropout must be in [0, 1)");

@@ -36,7 +36,8 @@ struct AttentionBlockWeights {
 /// A whole Post-LN attention sub-layer as one autograd op:
 /// LN(alpha * x + Dropout(out_proj(Attention(q_proj(x), k_proj(m), v_proj(m))))), with
 /// m = memory. Pass x itself as `memory` for self-attention (one fused q/k/v product).
-/// x [B, T, D], memory [B, S, D] float32 CPU; key_padding_mask [B, S] bool or undefined;
+/// x [B, T, D], memory [B, S, D] float32 CPU; key_padding_mask as in AttentionCore ([B, S],
+/// [B, T, S] or undefined);
 /// `causal` as in AttentionCore (no cache).
 torch::Tensor AttentionBlock(const torch::Tensor& x, const torch::Tensor& memory,
                              const AttentionBlockWeights& weights, int64_t heads,
