@@ -129,19 +129,25 @@ torch::Tensor DeepNetImpl::padding_mask(const torch::Tensor& tokens) const {
 }
 
 torch::Tensor DeepNetImpl::Embed(torch::nn::Embedding& table, const torch::Tensor& tokens,
-                                 int64_t start_position, Stack& stack) {
+                                 int64_t start_position, const torch::Tensor& positions,
+                                 Stack& stack) {
   const int64_t len = tokens.size(1);
+  // Positions along a row never exceed the row's length, packed or not.
   TORCH_CHECK(start_position + len <= config_.max_positions(), "sequence of ",
               start_position + len, " positions exceeds max_positions ",
               config_.max_positions());
+  TORCH_CHECK(!positions.defined() || positions.sizes() == tokens.sizes(), "positions ",
+              positions.sizes(), " do not match tokens ", tokens.sizes());
   // Scaled embedding plus sinusoidal (Vaswani et al. 2017 §3.4, 3.5) or learned positions.
   torch::Tensor x = table(tokens).mul_(std::sqrt(static_cast<double>(config_.d_model())));
-  if (config_.positions() == PositionKind::kLearned) {
-    TORCH_CHECK(stack && stack->embed_positions, "slice ", slice_.ToString(),
-                " does not own the learned position table");
-    x = x + stack->embed_positions->weight.narrow(0, start_position, len).unsqueeze(0);
+  const bool learned = config_.positions() == PositionKind::kLearned;
+  TORCH_CHECK(!learned || (stack && stack->embed_positions), "slice ", slice_.ToString(),
+              " does not own the learned position table");
+  const torch::Tensor& table_of_positions = learned ? stack->embed_positions->weight : positions_;
+  if (positions.defined()) {
+    x = x + torch::embedding(table_of_positions, positions);
   } else {
-    x = x + positions_.narrow(0, start_position, len).unsqueeze(0);
+    x = x + table_of_positions.narrow(0, start_position, len).unsqueeze(0);
   }
   x = ToStreamDtype(x);  // bf16 from here on under autocast (model/precision.h).
   if (config_.dropout() > 0.0 && is_training()) {
@@ -151,12 +157,14 @@ torch::Tensor DeepNetImpl::Embed(torch::nn::Embedding& table, const torch::Tenso
   return x;
 }
 
-torch::Tensor DeepNetImpl::embed_source(const torch::Tensor& src_tokens) {
-  return Embed(SourceTable(), src_tokens, 0, encoder_);
+torch::Tensor DeepNetImpl::embed_source(const torch::Tensor& src_tokens,
+                                        const torch::Tensor& positions) {
+  return Embed(SourceTable(), src_tokens, 0, positions, encoder_);
 }
 
-torch::Tensor DeepNetImpl::embed_target(const torch::Tensor& tgt_tokens, int64_t start_position) {
-  return Embed(TargetTable(), tgt_tokens, start_position, decoder_);
+torch::Tensor DeepNetImpl::embed_target(const torch::Tensor& tgt_tokens, int64_t start_position,
+                                        const torch::Tensor& positions) {
+  return Embed(TargetTable(), tgt_tokens, start_position, positions, decoder_);
 }
 
 torch::Tensor DeepNetImpl::run_encoder_layers(torch::Tensor x, const torch::Tensor& padding_mask) {
@@ -179,7 +187,8 @@ torch::Tensor DeepNetImpl::run_decoder_layers(torch::Tensor x, const EncoderOutp
   TORCH_CHECK(slice_.decoder.begin <= begin && begin <= end && end <= slice_.decoder.end,
               "decoder layers [", begin, ",", end, ") are not in slice ", slice_.ToString());
   for (int64_t i = begin; i < end; ++i) {
-    x = decoder_layers_[i - slice_.decoder.begin](x, encoder.out, encoder.padding_mask, nullptr);
+    x = decoder_layers_[i - slice_.decoder.begin](x, encoder.out, encoder.padding_mask, nullptr,
+                                                  encoder.target_mask);
   }
   return x;
 }
@@ -197,7 +206,7 @@ torch::Tensor DeepNetImpl::run_decoder_layers(torch::Tensor x, const EncoderOutp
   }
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
     x = decoder_layers_[i](x, encoder.out, encoder.padding_mask,
-                           state ? &state->layers[i] : nullptr);
+                           state ? &state->layers[i] : nullptr, encoder.target_mask);
   }
   return x;
 }

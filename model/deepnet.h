@@ -17,10 +17,15 @@
 
 namespace deepnet::model {
 
-/// Encoder output with the source padding mask the decoder's cross-attention needs.
+/// Encoder output with the masks the decoder's attention needs.
 struct EncoderOutput {
-  torch::Tensor out;           // [B, S, D]
-  torch::Tensor padding_mask;  // [B, S] bool, true at padding
+  torch::Tensor out;  // [B, S, D]
+  // Keys hidden from cross-attention, bool: [B, S] true at padding, or [B, T, S] for packed
+  // batches (model/packing.h); undefined: none.
+  torch::Tensor padding_mask;
+  // Packed batches: [B, T, T] bool, keys hidden from decoder self-attention besides causal
+  // order; undefined otherwise.
+  torch::Tensor target_mask;
 };
 
 /// Caches of every decoder layer this model owns, for incremental decoding.
@@ -75,7 +80,10 @@ class DeepNetImpl : public torch::nn::Cloneable<DeepNetImpl> {
   DecoderState initial_state() const;
 
   // Building blocks of one pipeline stage; each runs only what this slice owns.
-  torch::Tensor embed_source(const torch::Tensor& src_tokens);
+  // `positions` [B, L] int64: each token's position (packed batches: SegmentPositions in
+  // model/packing.h); undefined: 0, 1, ... along every row (from start_position).
+  torch::Tensor embed_source(const torch::Tensor& src_tokens,
+                             const torch::Tensor& positions = torch::Tensor());
   torch::Tensor run_encoder_layers(torch::Tensor x, const torch::Tensor& padding_mask);
   // The layers with global indices [begin, end) of the stack; the slice must own them.
   torch::Tensor run_encoder_layers(torch::Tensor x, const torch::Tensor& padding_mask,
@@ -83,7 +91,8 @@ class DeepNetImpl : public torch::nn::Cloneable<DeepNetImpl> {
   torch::Tensor run_decoder_layers(torch::Tensor x, const EncoderOutput& encoder, int64_t begin,
                                    int64_t end);
   torch::Tensor finish_encoder(const torch::Tensor& x);  // Final LN of Pre-LN variants.
-  torch::Tensor embed_target(const torch::Tensor& tgt_tokens, int64_t start_position);
+  torch::Tensor embed_target(const torch::Tensor& tgt_tokens, int64_t start_position,
+                             const torch::Tensor& positions = torch::Tensor());
   torch::Tensor run_decoder_layers(torch::Tensor x, const EncoderOutput& encoder,
                                    DecoderState* state);
   torch::Tensor finish_decoder(const torch::Tensor& x);
@@ -95,7 +104,7 @@ class DeepNetImpl : public torch::nn::Cloneable<DeepNetImpl> {
 
  private:
   torch::Tensor Embed(torch::nn::Embedding& table, const torch::Tensor& tokens,
-                      int64_t start_position, Stack& stack);
+                      int64_t start_position, const torch::Tensor& positions, Stack& stack);
   torch::nn::Embedding& SourceTable();
   torch::nn::Embedding& TargetTable();
   const torch::Tensor& OutputWeight();

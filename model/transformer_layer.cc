@@ -183,13 +183,13 @@ void DecoderLayerImpl::reset() {
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& encoder_out,
                                         const torch::Tensor& encoder_padding_mask,
-                                        DecoderLayerCache* cache) {
+                                        DecoderLayerCache* cache, const torch::Tensor& self_mask) {
   const bool train = is_training();
   if (cache == nullptr && UseFusedBlocks(x)) {
     const kernels::BlockOptions b = BlockOptionsFor(options.attention_dropout(), train);
     torch::Tensor h =
         kernels::AttentionBlock(x, x, BlockWeights(self_attn, self_attn_layer_norm),
-                                options.heads(), torch::Tensor(), /*causal=*/true, b);
+                                options.heads(), self_mask, /*causal=*/true, b);
     if (encoder_attn) {
       TORCH_CHECK(encoder_out.defined(), "decoder layer with cross-attention needs encoder_out");
       h = kernels::AttentionBlock(h, encoder_out,
@@ -202,7 +202,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   torch::Tensor h = Residual(
       x, self_attn_layer_norm,
       [&](const torch::Tensor& in) {
-        return self_attn(in, in, torch::Tensor(), /*causal=*/true,
+        return self_attn(in, in, self_mask, /*causal=*/true,
                          cache ? &cache->self_attn : nullptr);
       },
       train);

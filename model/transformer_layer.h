@@ -64,7 +64,8 @@ class EncoderLayerImpl : public torch::nn::Cloneable<EncoderLayerImpl>, Transfor
   explicit EncoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
   using TransformerLayerBase::set_ln_input_recorder;
-  /// x [B, S, D]; padding_mask [B, S] bool (true at padding) or undefined.
+  /// x [B, S, D]; padding_mask bool, true where a key is hidden: [B, S] (padding), [B, S, S]
+  /// (packed batches, model/packing.h) or undefined.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask);
 
   TransformerLayerOptions options;
@@ -89,11 +90,14 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl>, Transfor
   explicit DecoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
   using TransformerLayerBase::set_ln_input_recorder;
-  /// x [B, T, D]; encoder_out [B, S, D] and encoder_padding_mask [B, S] (both undefined for
-  /// decoder-only models). With `cache`, x holds only the new positions.
+  /// x [B, T, D]; encoder_out [B, S, D] and encoder_padding_mask [B, S] or [B, T, S] (both
+  /// undefined for decoder-only models). With `cache`, x holds only the new positions.
+  /// `self_mask` [B, T, T] bool hides keys from self-attention besides causal order (packed
+  /// batches, model/packing.h); undefined: causal order alone.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& encoder_out,
                         const torch::Tensor& encoder_padding_mask,
-                        DecoderLayerCache* cache = nullptr);
+                        DecoderLayerCache* cache = nullptr,
+                        const torch::Tensor& self_mask = torch::Tensor());
 
   TransformerLayerOptions options;
   MultiheadAttention self_attn{nullptr};

@@ -190,7 +190,7 @@ void CheckLayerStatistics(model::NormVariant norm) {
     EXPECT_NEAR(d->ln_input_norm[l], want, 1e-5 * want) << "encoder " << l;
     x = h;
   }
-  const model::EncoderOutput enc{m.finish_encoder(x), src_mask};
+  const model::EncoderOutput enc{m.finish_encoder(x), src_mask, torch::Tensor()};
   torch::Tensor y = m.embed_target(probe.tgt_in, 0);
   for (int l = 0; l < 3; ++l) {
     auto* layer = LayerNamed<model::DecoderLayerImpl>(m, "decoder.layers." + std::to_string(l));
