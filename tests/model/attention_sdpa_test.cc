@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/attention.h"
+#include "model/packing.h"
 
 namespace deepnet::model {
 namespace {
@@ -105,6 +106,15 @@ TEST_P(AttentionSdpaTest, ValuesAndGradientsMatchTheReferenceForEveryMask) {
   // Causal with left padding: query 0 of row 0 sees no key.
   torch::Tensor left_pad = torch::zeros({b, t}, torch::kBool);
   left_pad[0][0] = true;
+  // Packed rows (model/packing.h): per-query masks [B, T, S], two or three pairs per row,
+  // row 2 ending in padding.
+  const torch::Tensor target_ids =
+      torch::tensor({1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 2, 3, 3, 1, 1, 1, 2, 0, 0, 0}, torch::kLong)
+          .view({b, t});
+  const torch::Tensor source_ids =
+      torch::tensor({1, 1, 2, 2, 2, 1, 2, 2, 3, 3, 1, 1, 2, 0, 0}, torch::kLong).view({b, s});
+  const torch::Tensor packed_self = SegmentHidden(target_ids, target_ids);
+  const torch::Tensor packed_cross = SegmentHidden(target_ids, source_ids);
   struct Case {
     std::string name;
     bool cross;
@@ -120,6 +130,9 @@ TEST_P(AttentionSdpaTest, ValuesAndGradientsMatchTheReferenceForEveryMask) {
       {"self, causal with a query that sees no key", false, left_pad, true},
       {"cross, no mask", true, torch::Tensor(), false},
       {"cross, padding", true, cross_pad, false},
+      {"self, packed pairs", false, packed_self, false},
+      {"self, packed pairs and causal", false, packed_self, true},
+      {"cross, packed pairs", true, packed_cross, false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
