@@ -5,8 +5,9 @@
 #include <algorithm>
 
 #include "model/loss.h"
-#include "pipeline/layer_recompute.h"
+#include "model/packing.h"
 #include "model/precision.h"
+#include "pipeline/layer_recompute.h"
 
 namespace deepnet::pipeline {
 
@@ -80,16 +81,27 @@ std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const Mi
               " input tensors, got ", inputs.size());
   model::EncoderOutput enc;
   torch::Tensor enc_hidden, dec_hidden;
-  // A batch without padding (every row full: the builder's count says so) has no mask, so
-  // that attention takes its unmasked (flash) kernels.
-  if (n > 0 && batch.src_tokens != batch.src.numel()) {
+  torch::Tensor encoder_mask;  // Keys hidden from encoder self-attention.
+  torch::Tensor src_positions, tgt_positions;  // Packed batches: positions restart per pair.
+  if (batch.packed()) {
+    const model::PackedLayout packed = model::LayoutOfPacked(
+        n > 0 ? batch.src_segments : torch::Tensor(), m > 0 ? batch.tgt_segments : torch::Tensor());
+    encoder_mask = packed.encoder_mask;
+    enc.padding_mask = packed.cross_mask;
+    enc.target_mask = packed.decoder_mask;
+    src_positions = packed.source_positions;
+    tgt_positions = packed.target_positions;
+  } else if (n > 0 && batch.src_tokens != batch.src.numel()) {
+    // A batch without padding (every row full: the builder's count says so) has no mask, so
+    // that attention takes its unmasked (flash) kernels.
     enc.padding_mask = model_->padding_mask(batch.src);
+    encoder_mask = enc.padding_mask;
   }
   // Unpack the boundary before seg.begin (see BoundaryShapes). Received tensors join the
   // residual stream in its dtype (bf16 under autocast: model::ToStreamDtype).
   const auto input = [&](size_t i) { return model::ToStreamDtype(inputs[i]); };
   if (seg.begin < n) {
-    enc_hidden = seg.begin == 0 ? model_->embed_source(batch.src) : input(0);
+    enc_hidden = seg.begin == 0 ? model_->embed_source(batch.src, src_positions) : input(0);
   } else if (n > 0) {
     enc.out = input(0);
     if (seg.begin > n) dec_hidden = input(1);
@@ -102,28 +114,30 @@ std::vector<torch::Tensor> StageCompute::RunSegment(const Segment& seg, const Mi
     const int64_t stop = std::min(seg.end, n);
     if (recompute) {
       for (int64_t i = seg.begin; i < stop; ++i) {
-        enc_hidden = RunRecomputed({enc_hidden}, [model = model_, mask = enc.padding_mask,
+        enc_hidden = RunRecomputed({enc_hidden}, [model = model_, mask = encoder_mask,
                                                   i](const std::vector<torch::Tensor>& in) {
           return model->run_encoder_layers(in[0], mask, i, i + 1);
         });
       }
     } else {
-      enc_hidden = model_->run_encoder_layers(enc_hidden, enc.padding_mask, seg.begin, stop);
+      enc_hidden = model_->run_encoder_layers(enc_hidden, encoder_mask, seg.begin, stop);
     }
     if (stop == n) enc.out = model_->finish_encoder(enc_hidden);
   }
   if (seg.end > n) {
     const int64_t from = std::max(seg.begin, n) - n, to = seg.end - n;
-    if (from == 0) dec_hidden = model_->embed_target(batch.tgt_in, 0);
+    if (from == 0) dec_hidden = model_->embed_target(batch.tgt_in, 0, tgt_positions);
     if (recompute) {
       for (int64_t i = from; i < to; ++i) {
         std::vector<torch::Tensor> in{dec_hidden};
         if (enc.out.defined()) in.push_back(enc.out);
         dec_hidden = RunRecomputed(
-            in, [model = model_, mask = enc.padding_mask, i](const std::vector<torch::Tensor>& in) {
+            in, [model = model_, mask = enc.padding_mask, target_mask = enc.target_mask,
+                 i](const std::vector<torch::Tensor>& in) {
               model::EncoderOutput encoder;
               if (in.size() > 1) encoder.out = in[1];
               encoder.padding_mask = mask;
+              encoder.target_mask = target_mask;
               return model->run_decoder_layers(in[0], encoder, i, i + 1);
             });
       }

@@ -17,8 +17,14 @@ struct MicroBatch {
   torch::Tensor src;      // [B, S]
   torch::Tensor tgt_in;   // [B, T]
   torch::Tensor tgt_out;  // [B, T]
+  // Packed batches (several pairs per row, model/packing.h): segment ids [B, S] and [B, T]
+  // int64; undefined for one pair per row.
+  torch::Tensor src_segments;
+  torch::Tensor tgt_segments;
   int64_t src_tokens = 0;
   int64_t tgt_tokens = 0;
+
+  bool packed() const { return src_segments.defined() || tgt_segments.defined(); }
 };
 
 /// Shapes of the tensors that cross the boundary before global layer `boundary` of the order
