@@ -202,6 +202,14 @@ void Validate(const JobConfig& c, ConfigProblems* problems) {
   check.AtMost("data.max_tokens", d.max_tokens, SpecCaps::kMaxTokens);
   check.AtMost("data.max_sentences", d.max_sentences, SpecCaps::kMaxSentences);
   check.AtMost("data.max_len", d.max_len, SpecCaps::kPositions);
+  check.AtLeast("data.pack_tokens", d.pack_tokens, 0);
+  check.AtMost("data.pack_tokens", d.pack_tokens, SpecCaps::kPositions);
+  // A packed row is as long as its pairs together: it must fit the position tables.
+  if (d.pack_tokens > m.max_positions() && m.max_positions() > 0 &&
+      !check.AnyBad({"data.pack_tokens", "model.max_positions"})) {
+    problems->Add("data.pack_tokens", absl::StrCat("must be <= model.max_positions (",
+                                                   d.pack_tokens, " > ", m.max_positions(), ")"));
+  }
   // Every kept example must fit the sinusoidal position table.
   if (d.max_len > m.max_positions() && m.max_positions() > 0 &&
       !check.AnyBad({"data.max_len", "model.max_positions"})) {

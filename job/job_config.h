@@ -78,6 +78,10 @@ struct DataConfig {
   int64_t max_tokens = 4096;
   // Sentences per batch; 0 means bounded by max_tokens only.
   int64_t max_sentences = 0;
+  // Sequence packing: > 0 packs each training batch's pairs into rows of up to this many
+  // source and target positions (several pairs per row, attention kept within each pair);
+  // 0 keeps one pair per row. Changes no batch's pairs, only their layout.
+  int64_t pack_tokens = 0;
   // Longest example in tokens (tag and EOS included); longer pairs are dropped. 0: no limit.
   int64_t max_len = 256;
   // Language pairs are sampled with probability ∝ (n_p / N)^(1/temperature); > 0.

@@ -109,6 +109,7 @@ void VisitData(Data& d, V& v) {
   v.Choice("tokenizer", d.tokenizer);
   v.Int("max_tokens", d.max_tokens, AtLeast(1, SpecCaps::kMaxTokens));
   v.Int("max_sentences", d.max_sentences, AtLeast(0, SpecCaps::kMaxSentences));
+  v.Int("pack_tokens", d.pack_tokens, AtLeast(0, SpecCaps::kPositions));
   v.Int("max_len", d.max_len, AtLeast(0, SpecCaps::kPositions));
   v.Real("temperature", d.temperature,
          schema::Closed(SpecCaps::kTemperatureMin, SpecCaps::kTemperatureMax));

@@ -6,8 +6,12 @@ namespace deepnet::train {
 
 BatchPrefetcher::BatchPrefetcher(data::MultilingualBatchStream* stream,
                                  std::vector<const std::vector<data::TokenizedExample>*> pairs,
-                                 SpecialIds ids, size_t capacity)
-    : stream_(stream), pairs_(std::move(pairs)), ids_(ids), capacity_(std::max<size_t>(1, capacity)) {}
+                                 SpecialIds ids, size_t capacity, int64_t pack_tokens)
+    : stream_(stream),
+      pairs_(std::move(pairs)),
+      ids_(ids),
+      capacity_(std::max<size_t>(1, capacity)),
+      pack_tokens_(pack_tokens) {}
 
 BatchPrefetcher::~BatchPrefetcher() {
   {
@@ -33,7 +37,7 @@ void BatchPrefetcher::Run() {
       // Draw and build outside the lock: the trainer keeps popping meanwhile.
       data::StreamBatch batch = stream_->Next();
       PreparedBatch prepared;
-      prepared.tensors = MakeBatch(*pairs_[batch.pair], batch.indices, ids_, torch::kCPU);
+      prepared.tensors = MakeBatch(*pairs_[batch.pair], batch.indices, ids_, torch::kCPU, pack_tokens_);
       prepared.pair = batch.pair;
       prepared.state_after = stream_->state();
       {

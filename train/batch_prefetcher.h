@@ -28,9 +28,10 @@ struct PreparedBatch {
 /// loader thread from Start() until destruction.
 class BatchPrefetcher {
  public:
+  // `pack_tokens` > 0 packs every batch (MakeBatch, data.pack_tokens).
   BatchPrefetcher(data::MultilingualBatchStream* stream,
                   std::vector<const std::vector<data::TokenizedExample>*> pairs, SpecialIds ids,
-                  size_t capacity);
+                  size_t capacity, int64_t pack_tokens = 0);
   ~BatchPrefetcher();  // Stops and joins the loader thread.
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -47,6 +48,7 @@ class BatchPrefetcher {
   std::vector<const std::vector<data::TokenizedExample>*> pairs_;
   SpecialIds ids_;
   size_t capacity_;
+  int64_t pack_tokens_ = 0;
   std::mutex mu_;
   std::condition_variable not_empty_, not_full_;
   std::deque<PreparedBatch> queue_;  // Guarded by mu_.

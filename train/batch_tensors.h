@@ -14,6 +14,10 @@ struct BatchTensors {
   torch::Tensor src;      // [B, S] `<2xx> tokens EOS`
   torch::Tensor tgt_in;   // [B, T] `BOS tokens`
   torch::Tensor tgt_out;  // [B, T] `tokens EOS`
+  // Packed batches only: segment ids [B, S] and [B, T] int64 (model/packing.h), pair k of a
+  // row numbered k on both sides, 0 at padding. Undefined with one pair per row.
+  torch::Tensor src_segments;
+  torch::Tensor tgt_segments;
   int64_t src_tokens = 0;  // Non-padding source tokens.
   int64_t tgt_tokens = 0;  // Non-padding target tokens (what the loss counts).
 };
@@ -24,8 +28,18 @@ struct SpecialIds {
 };
 
 /// The one place where data/'s token ids become tensors (STYLE.md §1).
+/// With `pack_tokens` > 0 (data.pack_tokens) the pairs are packed into rows of up to that
+/// many source and target positions (PackRows); otherwise each pair has a row of its own.
 BatchTensors MakeBatch(const std::vector<data::TokenizedExample>& examples,
                        const std::vector<int64_t>& indices, const SpecialIds& ids,
-                       const torch::Device& device);
+                       const torch::Device& device, int64_t pack_tokens = 0);
+
+/// Rows of a packed batch: positions in `indices` of the pairs each row holds, in row order.
+/// First fit, longest pair first (ties in batch order): a pair goes to the first row with room
+/// for its source and its target within max(pack_tokens, its own length); every pair is in
+/// exactly one row, never split. Deterministic.
+std::vector<std::vector<int64_t>> PackRows(const std::vector<data::TokenizedExample>& examples,
+                                           const std::vector<int64_t>& indices,
+                                           int64_t pack_tokens);
 
 }  // namespace deepnet::train

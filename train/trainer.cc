@@ -264,6 +264,8 @@ pipeline::MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& devic
   m.src = batch.src.to(device);
   m.tgt_in = batch.tgt_in.to(device);
   m.tgt_out = batch.tgt_out.to(device);
+  if (batch.src_segments.defined()) m.src_segments = batch.src_segments.to(device);
+  if (batch.tgt_segments.defined()) m.tgt_segments = batch.tgt_segments.to(device);
   m.src_tokens = batch.src_tokens;
   m.tgt_tokens = batch.tgt_tokens;
   return m;
@@ -377,7 +379,7 @@ void Trainer::StartPrefetcher() {
   for (const auto& pair : data_.pairs) train_sets.push_back(&pair.train);
   prefetcher_ = std::make_unique<BatchPrefetcher>(
       stream_.get(), train_sets, SpecialIds{data_.tokenizer->pad_id(), data_.tokenizer->bos_id()},
-      static_cast<size_t>(config_.data.prefetch));
+      static_cast<size_t>(config_.data.prefetch), config_.data.pack_tokens);
   prefetcher_->Start();
 }
 
