@@ -311,6 +311,11 @@ TEST(JobConfigTest, OutOfRangeValueIsNamedWithItsRange) {
             "job.yaml: runtime.intra_op_threads: must be >= 1 (got 0)");
   EXPECT_EQ(ParseError("data:\n  max_len: 2000\n"),
             "job.yaml: data.max_len: must be <= model.max_positions (2000 > 1024)");
+  EXPECT_EQ(ParseError("data:\n  pack_tokens: 2048\n"),
+            "job.yaml: data.pack_tokens: must be <= model.max_positions (2048 > 1024)");
+  EXPECT_EQ(ParseError("data:\n  pack_tokens: -1\n"),
+            "job.yaml: data.pack_tokens: must be >= 0 (got -1)");
+  EXPECT_EQ(ParseOk("data:\n  pack_tokens: 512\n").data.pack_tokens, 512);
 }
 
 TEST(JobConfigTest, PrecisionFieldsParseResolveAndNameBadValues) {
