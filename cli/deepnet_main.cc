@@ -124,7 +124,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   plan_cmd->add_option("--tokens", plan.tokens, "Tokens per micro-batch and side (data.max_tokens)")
       ->check(CLI::PositiveNumber);
-  plan_cmd->add_option("--precision", plan.precision)
+  plan_cmd->add_option("--precision", plan.precision,
+                       "Compute precision (default: the job's runtime.precision, auto resolved "
+                       "for its runtime.device as training does)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   plan_cmd->add_option("--gpu-memory", plan.gpu_memory,
                        "Memory per GPU, e.g. 80GB; exit 3 if it does not fit");

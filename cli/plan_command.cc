@@ -70,9 +70,11 @@ int RunPlan(const PlanCommand& c, std::ostream& out, std::ostream& err) {
     err << "deepnet plan: " << config.status().message() << "\n";
     return kExitBadInput;
   }
-  // The job's runtime.precision names; auto needs a device, which a plan has not.
+  // Unless --precision says otherwise, the precision the trainer would run the job at: its
+  // runtime.precision with auto resolved for its runtime.device, as the trainer resolves it.
   const std::optional<job::PrecisionChoice> precision =
-      job::ParseChoice<job::PrecisionChoice>(c.precision);
+      c.precision.empty() ? std::optional<job::PrecisionChoice>(job::EffectivePrecision(config->runtime))
+                          : job::ParseChoice<job::PrecisionChoice>(c.precision);
   if (!precision || *precision == job::PrecisionChoice::kAuto) {
     err << "deepnet plan: --precision: must be fp32, tf32 or bf16 (got " << c.precision << ")\n";
     return kExitBadInput;

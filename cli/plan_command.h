@@ -17,7 +17,9 @@ struct PlanCommand {
   int64_t replicas = 0;                // D; 0: parallel.data_parallel
   int64_t micro_batches = 0;           // m; 0: parallel.micro_batches
   int64_t tokens = 0;                  // Tokens per micro-batch and side; 0: data.max_tokens
-  std::string precision = "fp32";      // fp32 | tf32 | bf16
+  // fp32 | tf32 | bf16; empty: the job's runtime.precision as the trainer resolves it
+  // (job::EffectivePrecision: auto is bf16 on cuda, fp32 on cpu).
+  std::string precision;
   std::string gpu_memory;              // "80GB", "80GiB", "81559MiB"; empty: no verdict
   double tflops = -1.0;                // Peak matmul TFLOP/s per GPU; < 0: by precision
   double efficiency = 0.4;             // MFU of a stage's compute

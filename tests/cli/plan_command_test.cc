@@ -59,6 +59,28 @@ TEST(PlanCommandTest, PrintsThePlanOfTheJobsLayout) {
   EXPECT_NE(out2.str().find("step time: "), std::string::npos);
 }
 
+TEST(PlanCommandTest, PlansAtThePrecisionTheTrainerWouldUse) {
+  // runtime.precision auto is bf16 on cuda and fp32 on cpu when the job trains; the plan
+  // follows the job unless --precision is given.
+  TempDir dir;
+  PlanCommand cmd;
+  cmd.config_path = WriteJob(dir);
+  const auto plan_line = [&](const std::vector<std::string>& overrides, const std::string& flag) {
+    cmd.overrides = overrides;
+    cmd.precision = flag;
+    std::ostringstream out, err;
+    EXPECT_EQ(RunPlan(cmd, out, err), kExitOk) << err.str();
+    const std::string text = out.str();
+    const size_t at = text.find("GPUs, ");
+    return at == std::string::npos ? text : text.substr(at + 6, 4);
+  };
+  EXPECT_EQ(plan_line({"runtime.device=cuda"}, ""), "bf16");
+  EXPECT_EQ(plan_line({"runtime.device=cpu"}, ""), "fp32");
+  EXPECT_EQ(plan_line({"runtime.device=cuda", "runtime.precision=fp32"}, ""), "fp32");
+  EXPECT_EQ(plan_line({"runtime.device=cpu", "runtime.precision=bf16"}, ""), "bf16");
+  EXPECT_EQ(plan_line({"runtime.device=cuda"}, "fp32"), "fp32");
+}
+
 TEST(PlanCommandTest, ExitCodeThreeWhenTheLayoutDoesNotFit) {
   TempDir dir;
   PlanCommand cmd;
