@@ -66,17 +66,20 @@ struct Slice {
   bool has_dec() const { return dec_end > dec_begin; }
 };
 
-// Stage s of P over L = N + M layers: global layers [floor(sL/P), floor((s+1)L/P)).
-Slice SliceOf(int64_t stage, int64_t stages, int64_t n, int64_t m) {
-  const __int128 layers = static_cast<__int128>(n) + m;
-  const auto at = [&](int64_t s) { return static_cast<int64_t>(layers * s / stages); };
-  const int64_t begin = at(stage), end = at(stage + 1);
+// Global layers [begin, end) of the order [encoder 0..N-1, decoder 0..M-1].
+Slice SliceOfLayers(int64_t begin, int64_t end, int64_t n) {
   Slice slice;
   slice.enc_begin = std::min(begin, n);
   slice.enc_end = std::min(end, n);
   slice.dec_begin = std::max(begin, n) - n;
   slice.dec_end = std::max(end, n) - n;
   return slice;
+}
+
+// Where stage s of P over L = N + M layers begins: global layer floor(sL/P).
+int64_t StageStart(int64_t stage, int64_t stages, int64_t n, int64_t m) {
+  const __int128 layers = static_cast<__int128>(n) + m;
+  return static_cast<int64_t>(layers * stage / stages);
 }
 
 // Embedding and output tables (each V x d) the slice holds; mirrors TableParameterNames
@@ -104,7 +107,16 @@ int64_t Tables(const DeepNetConfig& c, const Slice& s) {
 StageMemory EstimateStageMemory(const DeepNetConfig& c, const MemoryLayout& layout, int64_t stage) {
   const int64_t n = std::max<int64_t>(c.encoder_layers(), 0);
   const int64_t m = std::max<int64_t>(c.decoder_layers(), 0);
-  const Slice s = SliceOf(stage, layout.pipeline_stages, n, m);
+  const int64_t p = layout.pipeline_stages;
+  return EstimateStageMemoryOfLayers(c, layout, stage, StageStart(stage, p, n, m),
+                                     StageStart(stage + 1, p, n, m));
+}
+
+StageMemory EstimateStageMemoryOfLayers(const DeepNetConfig& c, const MemoryLayout& layout,
+                                        int64_t stage, int64_t begin, int64_t end) {
+  const int64_t n = std::max<int64_t>(c.encoder_layers(), 0);
+  const int64_t m = std::max<int64_t>(c.decoder_layers(), 0);
+  const Slice s = SliceOfLayers(begin, end, n);
   const int64_t enc_layers = s.enc_end - s.enc_begin, dec_layers = s.dec_end - s.dec_begin;
   const int64_t d = c.d_model(), v = c.vocab_size();
   const int64_t b = BytesPerElement(layout.precision);

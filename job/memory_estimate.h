@@ -93,6 +93,11 @@ MemoryEstimate EstimateMemory(const model::DeepNetConfig& model, const MemoryLay
 /// engine balances stages by cost, so its split can differ by a few layers.
 StageMemory EstimateStageMemory(const model::DeepNetConfig& model, const MemoryLayout& layout,
                                 int64_t stage);
+/// The same for a stage holding global layers [begin, end) (a split other than by count, such
+/// as the engine's balanced one); `stage` sets how many micro-batches 1F1B keeps live on it.
+StageMemory EstimateStageMemoryOfLayers(const model::DeepNetConfig& model,
+                                        const MemoryLayout& layout, int64_t stage, int64_t begin,
+                                        int64_t end);
 
 /// The layout a job runs with: its parallel section, its schedule, data.max_tokens and the
 /// sequence bound (data.max_len, else model.max_positions) and runtime.precision (auto resolved

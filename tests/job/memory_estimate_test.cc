@@ -81,6 +81,26 @@ TEST(MemoryEstimateTest, OneF1BKeepsFewerMicroBatchesThanGPipe) {
   EXPECT_EQ(gpipe.largest.total_bytes, 1888 * 16 + 1024 + 4 * 7904);
 }
 
+TEST(MemoryEstimateTest, StageOfLayersMatchesTheCountSplitAndFollowsOtherSplits) {
+  const model::DeepNetConfig c = Small();
+  MemoryLayout layout;
+  layout.pipeline_stages = 3;
+  layout.micro_batches = 4;
+  const int64_t layers = c.encoder_layers() + c.decoder_layers();
+  for (int64_t s = 0; s < 3; ++s) {
+    const StageMemory counted = EstimateStageMemory(c, layout, s);
+    const StageMemory ranged =
+        EstimateStageMemoryOfLayers(c, layout, s, layers * s / 3, layers * (s + 1) / 3);
+    EXPECT_EQ(ranged.total_bytes, counted.total_bytes) << s;
+    EXPECT_EQ(ranged.parameters, counted.parameters) << s;
+  }
+  // One more layer on a stage costs one more layer's parameters and activations.
+  const StageMemory wide = EstimateStageMemoryOfLayers(c, layout, 1, 0, layers - 1);
+  const StageMemory narrow = EstimateStageMemoryOfLayers(c, layout, 1, 1, layers - 1);
+  EXPECT_GT(wide.parameters, narrow.parameters);
+  EXPECT_EQ(wide.layers, narrow.layers + 1);
+}
+
 TEST(MemoryEstimateTest, LowerPrecisionKeepsAnFp32MasterCopy) {
   MemoryLayout layout = Layout(1, 1, false);
   for (Precision p : {Precision::kBf16, Precision::kFp16}) {
