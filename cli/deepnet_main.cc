@@ -142,6 +142,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   plan_cmd->add_option("--vocab", plan.vocab, "Vocabulary when model.vocab_size is 0")
       ->check(CLI::PositiveNumber);
+  plan_cmd->add_flag("--simulate", plan.simulate,
+                     "Replay the step under the job's schedule, stage by stage (docs/GPU.md)");
+  plan_cmd->add_option("--p2p-latency-us", plan.p2p_latency_us,
+                       "Latency of one stage-to-stage transfer, microseconds (--simulate)");
   plan_cmd->add_option("--format", plan.format)->check(CLI::IsMember({"text", "tsv"}));
 
   auto* data_cmd = app.add_subcommand("data", "Build corpora, tokenizers and shards");

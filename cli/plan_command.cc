@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/plan_simulation.h"
 #include "job/job_config.h"
 #include "job/layout_plan.h"
 #include "job/memory_estimate.h"
@@ -120,6 +121,19 @@ int RunPlan(const PlanCommand& c, std::ostream& out, std::ostream& err) {
         << "L d" << model.d_model() << " ffn" << model.ffn_dim() << " V" << model.vocab_size()
         << (assumed_vocab ? " (model.vocab_size unset: --vocab assumed)" : "") << "\n";
     out << job::FormatPlan(plan, o, "text");
+  }
+  if (c.simulate) {
+    if (c.p2p_latency_us < 0.0) {
+      err << "deepnet plan: --p2p-latency-us: must be >= 0 (got " << c.p2p_latency_us << ")\n";
+      return kExitBadInput;
+    }
+    auto simulated = SimulatePlannedStep(model, o, config->parallel.schedule,
+                                         c.p2p_latency_us * 1e-6);
+    if (!simulated.ok()) {
+      err << "deepnet plan: --simulate: " << simulated.status().message() << "\n";
+      return kExitBadInput;
+    }
+    out << *simulated;
   }
   return plan.fits ? kExitOk : kExitDoesNotFit;
 }

@@ -27,6 +27,9 @@ struct PlanCommand {
   double p2p_gbps = 25.0;
   int64_t vocab = 32000;        // When model.vocab_size is 0 (the tokenizer's)
   std::string format = "text";  // text | tsv
+  // Replay the step under the job's schedule (cli/plan_simulation.h) and print it per stage.
+  bool simulate = false;
+  double p2p_latency_us = 10.0;  // Latency of one stage-to-stage transfer (--simulate).
 };
 
 /// "80GB" -> 80e9, "80GiB" -> 80 x 2^30, "81559MiB", "1.5TB", "4096" (bytes). -1 when invalid.

@@ -81,6 +81,38 @@ TEST(PlanCommandTest, PlansAtThePrecisionTheTrainerWouldUse) {
   EXPECT_EQ(plan_line({"runtime.device=cuda"}, "fp32"), "fp32");
 }
 
+TEST(PlanCommandTest, SimulateReplaysTheStepStageByStage) {
+  TempDir dir;
+  PlanCommand cmd;
+  cmd.config_path = WriteJob(dir);  // 2 stages, 4 micro-batches, 1f1b
+  cmd.simulate = true;
+  cmd.tflops = 100.0;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunPlan(cmd, out, err), kExitOk) << err.str();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("simulated step (1f1b, 2 stage(s), 4 micro-batch(es)"), std::string::npos)
+      << text;
+  // One row per stage: stage 0 keeps 2 micro-batches live under 1F1B, stage 1 one.
+  EXPECT_NE(text.find("\n0      0-"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n1      "), std::string::npos) << text;
+  EXPECT_EQ(text.find("\n2      "), std::string::npos) << text;
+
+  cmd.overrides = {"parallel.schedule=gpipe"};
+  std::ostringstream gpipe;
+  ASSERT_EQ(RunPlan(cmd, gpipe, err), kExitOk) << err.str();
+  EXPECT_NE(gpipe.str().find("simulated step (gpipe"), std::string::npos) << gpipe.str();
+
+  cmd.p2p_latency_us = -1.0;
+  std::ostringstream bad_out, bad_err;
+  EXPECT_EQ(RunPlan(cmd, bad_out, bad_err), kExitBadInput);
+  EXPECT_NE(bad_err.str().find("--p2p-latency-us"), std::string::npos) << bad_err.str();
+  cmd.p2p_latency_us = 10.0;
+  cmd.tflops = 0.0;
+  std::ostringstream no_rate, no_rate_err;
+  EXPECT_EQ(RunPlan(cmd, no_rate, no_rate_err), kExitBadInput);
+  EXPECT_NE(no_rate_err.str().find("--tflops"), std::string::npos) << no_rate_err.str();
+}
+
 TEST(PlanCommandTest, ExitCodeThreeWhenTheLayoutDoesNotFit) {
   TempDir dir;
   PlanCommand cmd;
