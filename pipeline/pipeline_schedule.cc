@@ -14,7 +14,6 @@
 #include "absl/strings/str_join.h"
 
 namespace deepnet::pipeline {
-namespace {
 
 bool IsSend(ActionType t) {
   return t == ActionType::kSendActivation || t == ActionType::kSendGradient;
@@ -26,6 +25,8 @@ bool IsTransfer(ActionType t) { return IsSend(t) || IsRecv(t); }
 bool CarriesActivation(ActionType t) {
   return t == ActionType::kSendActivation || t == ActionType::kRecvActivation;
 }
+
+namespace {
 
 // The neighbour an action talks to on stage `s`: activations flow s -> s + 1, gradients back.
 int ExpectedPeer(ActionType t, int s) {

@@ -33,6 +33,10 @@ enum class ActionType {
 };
 
 std::string ToString(ActionType type);
+bool IsSend(ActionType type);
+bool IsRecv(ActionType type);
+bool IsTransfer(ActionType type);  // A send or a receive.
+bool CarriesActivation(ActionType type);  // A forward transfer (else a gradient, or compute).
 
 struct PipelineAction {
   ActionType type = ActionType::kForward;

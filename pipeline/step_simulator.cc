@@ -12,16 +12,6 @@
 namespace deepnet::pipeline {
 namespace {
 
-bool IsSend(ActionType t) {
-  return t == ActionType::kSendActivation || t == ActionType::kSendGradient;
-}
-bool IsRecv(ActionType t) {
-  return t == ActionType::kRecvActivation || t == ActionType::kRecvGradient;
-}
-bool CarriesActivation(ActionType t) {
-  return t == ActionType::kSendActivation || t == ActionType::kRecvActivation;
-}
-
 bool NonNegative(double x) { return std::isfinite(x) && x >= 0.0; }
 
 // A channel is (sender, receiver, carries activations); its k-th send meets its k-th receive.
@@ -84,7 +74,7 @@ absl::StatusOr<StepSimulation> SimulateStep(const StepSimulationInput& in) {
     for (int s = 0; s < p; ++s) {
       while (position[s] < schedule[s].size()) {
         const PipelineAction& a = schedule[s][position[s]];
-        if (!IsSend(a.type) && !IsRecv(a.type)) {
+        if (!IsTransfer(a.type)) {
           const bool forward = a.type == ActionType::kForward;
           const double cost = forward ? in.costs[s].forward : in.costs[s].backward;
           clock[s] += cost;
