@@ -48,18 +48,6 @@ void Count(const train::BatchTensors& b, Layout* out) {
   if (!b.src_segments.defined() && b.src_tokens == b.src.numel()) ++out->unmasked;
 }
 
-pipeline::MicroBatch ToMicroBatch(const train::BatchTensors& b) {
-  pipeline::MicroBatch m;
-  m.src = b.src;
-  m.tgt_in = b.tgt_in;
-  m.tgt_out = b.tgt_out;
-  m.src_segments = b.src_segments;
-  m.tgt_segments = b.tgt_segments;
-  m.src_tokens = b.src_tokens;
-  m.tgt_tokens = b.tgt_tokens;
-  return m;
-}
-
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -124,7 +112,7 @@ int Run(int argc, char** argv) {
       const auto start = std::chrono::steady_clock::now();
       for (const train::BatchTensors& b : timed[l]) {
         pipeline::LossSums sums;
-        compute.Forward(0, ToMicroBatch(b), {}, 1.0, &sums);
+        compute.Forward(0, train::ToMicroBatch(b, torch::kCPU), {}, 1.0, &sums);
         compute.Backward(0, {});
       }
       if (r > 0) seconds[l].push_back(Seconds(start));

@@ -52,6 +52,18 @@ std::vector<std::vector<int64_t>> PackRows(const std::vector<data::TokenizedExam
   return out;
 }
 
+pipeline::MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& device) {
+  pipeline::MicroBatch m;
+  m.src = batch.src.to(device);
+  m.tgt_in = batch.tgt_in.to(device);
+  m.tgt_out = batch.tgt_out.to(device);
+  if (batch.src_segments.defined()) m.src_segments = batch.src_segments.to(device);
+  if (batch.tgt_segments.defined()) m.tgt_segments = batch.tgt_segments.to(device);
+  m.src_tokens = batch.src_tokens;
+  m.tgt_tokens = batch.tgt_tokens;
+  return m;
+}
+
 BatchTensors MakeBatch(const std::vector<data::TokenizedExample>& examples,
                        const std::vector<int64_t>& indices, const SpecialIds& ids,
                        const torch::Device& device, int64_t pack_tokens) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/parallel_corpus.h"
+#include "pipeline/stage_compute.h"
 
 namespace deepnet::train {
 
@@ -33,6 +34,9 @@ struct SpecialIds {
 BatchTensors MakeBatch(const std::vector<data::TokenizedExample>& examples,
                        const std::vector<int64_t>& indices, const SpecialIds& ids,
                        const torch::Device& device, int64_t pack_tokens = 0);
+
+/// The batch as the engine takes it, its tensors (segment ids included) on `device`.
+pipeline::MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& device);
 
 /// Rows of a packed batch: positions in `indices` of the pairs each row holds, in row order.
 /// First fit, longest pair first (ties in batch order): a pair goes to the first row with room

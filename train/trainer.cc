@@ -258,20 +258,6 @@ const std::vector<data::TokenizedExample>& Trainer::ProbeSet() const {
   return first.valid.empty() ? first.train : first.valid;
 }
 
-namespace {
-pipeline::MicroBatch ToMicroBatch(BatchTensors batch, const torch::Device& device) {
-  pipeline::MicroBatch m;
-  m.src = batch.src.to(device);
-  m.tgt_in = batch.tgt_in.to(device);
-  m.tgt_out = batch.tgt_out.to(device);
-  if (batch.src_segments.defined()) m.src_segments = batch.src_segments.to(device);
-  if (batch.tgt_segments.defined()) m.tgt_segments = batch.tgt_segments.to(device);
-  m.src_tokens = batch.src_tokens;
-  m.tgt_tokens = batch.tgt_tokens;
-  return m;
-}
-}  // namespace
-
 const pipeline::MicroBatch& Trainer::ProbeBatch() {
   // The probe set and indices are fixed at set-up: built (and copied to the device) once.
   if (!probe_batch_) {

@@ -116,14 +116,7 @@ struct PackedStepResult {
 
 PackedStepResult PackedTrainStep(model::DeepNetImpl* m, const BatchTensors& batch, bool recompute) {
   for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
-  pipeline::MicroBatch mb;
-  mb.src = batch.src;
-  mb.tgt_in = batch.tgt_in;
-  mb.tgt_out = batch.tgt_out;
-  mb.src_segments = batch.src_segments;
-  mb.tgt_segments = batch.tgt_segments;
-  mb.src_tokens = batch.src_tokens;
-  mb.tgt_tokens = batch.tgt_tokens;
+  const pipeline::MicroBatch mb = ToMicroBatch(batch, torch::kCPU);
   pipeline::StageCompute compute(m, /*segments=*/2, /*label_smoothing=*/0.1, recompute);
   pipeline::LossSums sums;
   compute.Forward(0, mb, {}, 1.0, &sums);
