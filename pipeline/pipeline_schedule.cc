@@ -26,6 +26,13 @@ bool CarriesActivation(ActionType t) {
   return t == ActionType::kSendActivation || t == ActionType::kRecvActivation;
 }
 
+size_t GroupEnd(const std::vector<PipelineAction>& actions, size_t position) {
+  size_t end = position + 1;
+  const int id = actions[position].group;
+  while (id >= 0 && end < actions.size() && actions[end].group == id) ++end;
+  return end;
+}
+
 namespace {
 
 // The neighbour an action talks to on stage `s`: activations flow s -> s + 1, gradients back.
@@ -295,12 +302,7 @@ absl::Status CheckRendezvous(const PipelineSchedule& schedule) {
   };
   std::vector<size_t> position(p, 0);
   std::vector<std::vector<Posted>> group(p);  // The group a stage has posted and waits on.
-  auto group_end = [&](int s) {
-    size_t end = position[s] + 1;
-    const int id = schedule[s][position[s]].group;
-    while (id >= 0 && end < schedule[s].size() && schedule[s][end].group == id) ++end;
-    return end;
-  };
+  auto group_end = [&](int s) { return GroupEnd(schedule[s], position[s]); };
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < p; ++s) {

@@ -51,6 +51,10 @@ struct PipelineAction {
   }
 };
 
+/// One past the last action of the transfer group that starts at `position` of `actions`
+/// (a lone transfer or compute: position + 1).
+size_t GroupEnd(const std::vector<PipelineAction>& actions, size_t position);
+
 /// Actions per stage: [stage][position].
 using PipelineSchedule = std::vector<std::vector<PipelineAction>>;
 

@@ -85,10 +85,7 @@ absl::StatusOr<StepSimulation> SimulateStep(const StepSimulationInput& in) {
           progress = true;
           continue;
         }
-        size_t end = position[s] + 1;
-        while (a.group >= 0 && end < schedule[s].size() && schedule[s][end].group == a.group) {
-          ++end;
-        }
+        const size_t end = GroupEnd(schedule[s], position[s]);
         if (group[s].empty()) {  // Post the whole group at the stage's current time.
           for (size_t i = position[s]; i < end; ++i) {
             const PipelineAction& t = schedule[s][i];
